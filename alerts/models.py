@@ -1,0 +1,1 @@
+# Alert rules, alerts and their state-change rows arrive with the alerting engine.

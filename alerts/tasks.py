@@ -1,0 +1,46 @@
+import logging
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from alerts import engine
+from ingest.models import BatchReceipt, Run, RunStatus
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(acks_late=True)
+def evaluate_batch(receipt_id):
+    """Evaluate one batch exactly once: claimed under a row lock, marked done in the same transaction."""
+    with transaction.atomic():
+        receipt = (
+            BatchReceipt.objects.select_for_update(skip_locked=True)
+            .filter(pk=receipt_id, evaluated_at__isnull=True)
+            .first()
+        )
+        if receipt is None:
+            return False  # done already, or another worker holds it
+        engine.evaluate(receipt)
+        BatchReceipt.objects.filter(pk=receipt.pk).update(evaluated_at=timezone.now())
+    return True
+
+
+@shared_task
+def sweep_unevaluated(grace_seconds=10, limit=1000):
+    """Queue batches whose evaluation was never queued or was lost (e.g. Redis was down)."""
+    from ingest.service import queue_evaluation
+
+    cutoff = timezone.now() - timedelta(seconds=grace_seconds)
+    ids = list(
+        BatchReceipt.objects.filter(evaluated_at__isnull=True, received_at__lte=cutoff)
+        .order_by("received_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for receipt_id in ids:
+        queue_evaluation(receipt_id)
+    stalled_before = timezone.now() - timedelta(seconds=settings.RUN_STALLED_SECONDS)
+    Run.objects.filter(status=RunStatus.HEALTHY, last_seen_at__lt=stalled_before).update(status=RunStatus.STALLED)
+    return len(ids)

@@ -1,0 +1,500 @@
+"""Ingest contract v1: parse and validate a request body into a plain Batch.
+
+One validator for both wire formats (a JSON batch and NDJSON lines). It is pure:
+no database, no Django, so it is tested on its own and both the HTTP endpoint
+and `import_jsonl` call it. Validation is hand-written rather than run through a
+JSON Schema engine because it sits on the hot path (5,000-point batches must
+validate in a few milliseconds); `tests/test_contract_schema.py` checks it
+against the contract's own JSON Schema file.
+
+Every problem found is reported with its path (`points[3].value`, or
+`lines[7].value` for NDJSON, lines counted from 1 as an editor does); nothing is
+stored unless the whole batch is valid.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import orjson
+
+MAX_ITEMS = 10_000
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_STEP = 9_007_199_254_740_991
+MAX_DETAIL_BYTES = 4096
+
+PHASES = ("warmup", "steady", "lr_decay", "eval", "checkpoint", "data_refresh", "restart", "cooldown")
+LAYERS = ("system", "data", "numerics", "optimization", "generalization")
+CONDITIONS = ("dead", "oscillating", "saturated", "stagnant", "exploding", "low_confidence", "lost_gradient", "unclassified")
+
+METRIC_LAYERS = {
+    **dict.fromkeys(
+        ("throughput", "tokens_per_s", "samples_per_s", "step_time", "gpu_util", "gpu_mem", "host_mem",
+         "comm_time", "io_time", "checkpoint_time", "hw_errors"),
+        "system",
+    ),
+    **dict.fromkeys(("data_wait", "batch_size", "seq_len", "dup_rate", "corrupt_records", "mask_rate", "label_rate"), "data"),
+    **dict.fromkeys(
+        ("grad_norm", "nonfinite_count", "loss_scale", "overflow", "underflow", "clip_fraction", "weight_norm",
+         "act_norm", "act_max", "dead_fraction"),
+        "numerics",
+    ),
+    **dict.fromkeys(("loss", "lr", "update_ratio", "grad_noise", "momentum_norm"), "optimization"),
+    **dict.fromkeys(("val_loss", "val_acc"), "generalization"),
+}
+
+RUN_ID_RE = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
+METRIC_RE = re.compile(r"[A-Za-z0-9._/-]{1,128}")
+COMPONENT_RE = re.compile(r"[A-Za-z0-9._:/\[\]-]{1,256}")
+
+NONFINITE_STRINGS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+RUN_FIELDS = {"id", "name", "code_rev", "data_snapshot", "config", "budget", "tags"}
+BATCH_FIELDS = {"batch_id", "run", "phases", "points", "events"}
+PHASE_FIELDS = {"step", "phase", "time"}
+POINT_FIELDS = {"step", "metric", "value", "component", "time", "layer"}
+EVENT_FIELDS = {"step", "component", "condition", "magnitude", "time", "detail"}
+BUDGET_FIELDS = {"steps", "gpu_hours", "deadline"}
+
+
+def layer_for_metric(metric: str) -> str:
+    """The layer a metric belongs to when a point does not say (contract's vocabulary)."""
+    layer = METRIC_LAYERS.get(metric)
+    if layer:
+        return layer
+    if metric.startswith("data/"):
+        return "data"
+    if metric.startswith(("eval/", "val/")):
+        return "generalization"
+    return "optimization"
+
+
+def phase_kind(phase: str) -> str:
+    """Phase names outside the vocabulary are kept as sent but count as `steady` for baselines."""
+    return phase if phase in PHASES else "steady"
+
+
+class ContractError(Exception):
+    """The batch breaks the contract: HTTP 400 with every error found."""
+
+    status = 400
+
+    def __init__(self, errors):
+        super().__init__(errors[0]["message"] if errors else "invalid batch")
+        self.errors = errors
+
+
+class TooLarge(ContractError):
+    """Over the contract's size limits: HTTP 413."""
+
+    status = 413
+
+    def __init__(self, message):
+        super().__init__([{"path": "", "message": message}])
+
+
+@dataclass
+class Phase:
+    step: int
+    phase: str
+    time: float | None
+    # Points of this batch that came before the phase entry (NDJSON keeps the
+    # sender's order; in a JSON batch every phase counts as coming first).
+    position: int = 0
+
+
+@dataclass
+class Event:
+    step: int
+    component: str
+    condition: str
+    magnitude: float
+    time: float | None
+    detail: dict | None
+
+
+@dataclass
+class Batch:
+    run: dict
+    batch_id: str | None = None
+    phases: list[Phase] = field(default_factory=list)
+    # (step, metric, component or "", value, time or None, layer or None), in arrival order
+    points: list[tuple] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return self.run["id"]
+
+
+class _Errors:
+    def __init__(self):
+        self.items = []
+
+    def add(self, path, message):
+        self.items.append({"path": path, "message": message})
+
+    def unknown(self, path, obj, allowed):
+        for key in obj:
+            if key not in allowed:
+                self.add(f"{path}.{key}" if path else key, f"unknown field {key!r}")
+
+
+def _describe(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _step(value, path, errors):
+    kind = type(value)
+    if kind is int:
+        if 0 <= value <= MAX_STEP:
+            return value
+        errors.add(path, f"step must be an integer from 0 to {MAX_STEP}, got {value}")
+        return None
+    if kind is float:
+        if math.isfinite(value) and value == int(value):
+            if 0 <= value <= MAX_STEP:
+                return int(value)
+            errors.add(path, f"step must be an integer from 0 to {MAX_STEP}, got {value!r}")
+        elif not math.isfinite(value):
+            errors.add(path, f"step must be an integer ≥ 0, got {value!r} (a non-finite step has no place on the axis)")
+        else:
+            errors.add(path, f"step must be a whole number, got the fraction {value!r}")
+        return None
+    errors.add(path, f"step must be an integer ≥ 0, got {_describe(value)}")
+    return None
+
+
+def _value(value, path, errors):
+    kind = type(value)
+    if kind is float:
+        return value
+    if kind is int:
+        try:
+            return float(value)
+        except OverflowError:
+            errors.add(path, "value is too large for a 64-bit float")
+            return None
+    if kind is str:
+        parsed = NONFINITE_STRINGS.get(value)
+        if parsed is not None:
+            return parsed
+        errors.add(path, f'value must be a number or one of "NaN", "Infinity", "-Infinity" (exact spelling), got {_describe(value)}')
+        return None
+    errors.add(path, f'value must be a number or one of "NaN", "Infinity", "-Infinity", got {_describe(value)}')
+    return None
+
+
+def _time(value, path, errors):
+    if type(value) in (int, float) and math.isfinite(value) and value >= 0:
+        return float(value)
+    errors.add(path, f"time must be Unix seconds (a number ≥ 0), got {_describe(value)}")
+    return None
+
+
+def _pattern(value, regex, path, errors, what, limit):
+    if type(value) is str and regex.fullmatch(value):
+        return value
+    if type(value) is not str:
+        errors.add(path, f"{what} must be a string, got {_describe(value)}")
+    elif not value:
+        errors.add(path, f"{what} must not be empty")
+    elif len(value) > limit:
+        errors.add(path, f"{what} is {len(value)} characters long; at most {limit} are allowed")
+    else:
+        errors.add(path, f"{what} {value[:60]!r} has characters outside {regex.pattern}")
+    return None
+
+
+def _string(value, path, errors, limit, minimum=0):
+    if type(value) is not str:
+        errors.add(path, f"must be a string, got {_describe(value)}")
+    elif len(value) > limit:
+        errors.add(path, f"is {len(value)} characters long; at most {limit} are allowed")
+    elif len(value) < minimum:
+        errors.add(path, "must not be empty")
+    else:
+        return value
+    return None
+
+
+def validate_run(obj, path, errors) -> dict | None:
+    if type(obj) is not dict:
+        errors.add(path, f"run must be an object, got {_describe(obj)}")
+        return None
+    errors.unknown(path, obj, RUN_FIELDS)
+    run = {}
+    if "id" not in obj:
+        errors.add(f"{path}.id", "run.id is required")
+    else:
+        run["id"] = _pattern(obj["id"], RUN_ID_RE, f"{path}.id", errors, "run.id", 128)
+    for key, limit in (("name", 256), ("code_rev", 128), ("data_snapshot", 256)):
+        if key in obj:
+            run[key] = _string(obj[key], f"{path}.{key}", errors, limit)
+    if "config" in obj:
+        if type(obj["config"]) is dict:
+            run["config"] = obj["config"]
+        else:
+            errors.add(f"{path}.config", f"config must be an object, got {_describe(obj['config'])}")
+    if "tags" in obj:
+        tags = obj["tags"]
+        if type(tags) is not dict:
+            errors.add(f"{path}.tags", f"tags must be an object of strings, got {_describe(tags)}")
+        else:
+            for key, tag in tags.items():
+                _string(tag, f"{path}.tags.{key}", errors, 256)
+            run["tags"] = tags
+    if "budget" in obj:
+        run["budget"] = _budget(obj["budget"], f"{path}.budget", errors)
+    return run
+
+
+def _budget(obj, path, errors):
+    if type(obj) is not dict:
+        errors.add(path, f"budget must be an object, got {_describe(obj)}")
+        return None
+    errors.unknown(path, obj, BUDGET_FIELDS)
+    if "steps" in obj and not (type(obj["steps"]) is int and obj["steps"] >= 1):
+        errors.add(f"{path}.steps", f"budget.steps must be an integer ≥ 1, got {_describe(obj['steps'])}")
+    if "gpu_hours" in obj:
+        hours = obj["gpu_hours"]
+        if not (type(hours) in (int, float) and math.isfinite(hours) and hours > 0):
+            errors.add(f"{path}.gpu_hours", f"budget.gpu_hours must be a number > 0, got {_describe(hours)}")
+    if "deadline" in obj:
+        deadline = obj["deadline"]
+        try:
+            parsed = datetime.fromisoformat(deadline) if type(deadline) is str else None
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.tzinfo is None:
+            errors.add(f"{path}.deadline", f"budget.deadline must be an RFC 3339 date-time with a zone, got {_describe(deadline)}")
+    return obj
+
+
+def validate_phase(obj, path, errors, position=0) -> Phase | None:
+    if type(obj) is not dict:
+        errors.add(path, f"a phase must be an object, got {_describe(obj)}")
+        return None
+    errors.unknown(path, obj, PHASE_FIELDS)
+    before = len(errors.items)
+    step = _step(obj["step"], f"{path}.step", errors) if "step" in obj else errors.add(f"{path}.step", "step is required")
+    name = _string(obj["phase"], f"{path}.phase", errors, 64, 1) if "phase" in obj else errors.add(f"{path}.phase", "phase is required")
+    when = _time(obj["time"], f"{path}.time", errors) if "time" in obj else None
+    if len(errors.items) > before:
+        return None
+    return Phase(step=step, phase=name, time=when, position=position)
+
+
+def validate_point(obj, path, errors, metric_cache):
+    if type(obj) is not dict:
+        errors.add(path, f"a point must be an object, got {_describe(obj)}")
+        return None
+    before = len(errors.items)
+    if len(obj) > 3 or "step" not in obj or "metric" not in obj or "value" not in obj:
+        errors.unknown(path, obj, POINT_FIELDS)
+        for key in ("step", "metric", "value"):
+            if key not in obj:
+                errors.add(f"{path}.{key}", f"{key} is required")
+    step = _step(obj["step"], f"{path}.step", errors) if "step" in obj else None
+    metric = obj.get("metric")
+    if "metric" in obj and not (type(metric) is str and metric in metric_cache):
+        if _pattern(metric, METRIC_RE, f"{path}.metric", errors, "metric", 128) is not None:
+            metric_cache.add(metric)
+    value = _value(obj["value"], f"{path}.value", errors) if "value" in obj else None
+    component = ""
+    if "component" in obj:
+        component = _pattern(obj["component"], COMPONENT_RE, f"{path}.component", errors, "component", 256)
+    when = _time(obj["time"], f"{path}.time", errors) if "time" in obj else None
+    layer = obj.get("layer")
+    if layer is not None and layer not in LAYERS:
+        errors.add(f"{path}.layer", f"layer must be one of {', '.join(LAYERS)}, got {_describe(layer)}")
+    elif "layer" in obj and layer is None:
+        errors.add(f"{path}.layer", f"layer must be one of {', '.join(LAYERS)}, got null")
+    if len(errors.items) > before:
+        return None
+    return (step, metric, component, value, when, layer)
+
+
+def validate_event(obj, path, errors) -> Event | None:
+    if type(obj) is not dict:
+        errors.add(path, f"an event must be an object, got {_describe(obj)}")
+        return None
+    errors.unknown(path, obj, EVENT_FIELDS)
+    before = len(errors.items)
+    for key in ("step", "component", "condition", "magnitude"):
+        if key not in obj:
+            errors.add(f"{path}.{key}", f"{key} is required")
+    step = _step(obj["step"], f"{path}.step", errors) if "step" in obj else None
+    component = _pattern(obj["component"], COMPONENT_RE, f"{path}.component", errors, "component", 256) if "component" in obj else None
+    condition = obj.get("condition")
+    if "condition" in obj and condition not in CONDITIONS:
+        errors.add(f"{path}.condition", f"condition must be one of {', '.join(CONDITIONS)}, got {_describe(condition)}")
+    magnitude = obj.get("magnitude")
+    if "magnitude" in obj:
+        if type(magnitude) is int:
+            magnitude = float(magnitude)
+        elif type(magnitude) is not float:
+            errors.add(f"{path}.magnitude", f"magnitude must be a number, got {_describe(magnitude)}")
+    when = _time(obj["time"], f"{path}.time", errors) if "time" in obj else None
+    detail = obj.get("detail")
+    if "detail" in obj:
+        if type(detail) is not dict:
+            errors.add(f"{path}.detail", f"detail must be an object, got {_describe(detail)}")
+        elif len(json.dumps(detail)) > MAX_DETAIL_BYTES:
+            errors.add(f"{path}.detail", f"detail must be at most {MAX_DETAIL_BYTES} bytes as JSON")
+    if len(errors.items) > before:
+        return None
+    return Event(step=step, component=component, condition=condition, magnitude=magnitude, time=when, detail=detail)
+
+
+def loads(text: bytes):
+    """Parse JSON; accepts the bare NaN/Infinity/-Infinity tokens that Python's json writes."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise ContractError([{"path": "", "message": f"body is not UTF-8: {exc.reason} at byte {exc.start}"}]) from None
+    except json.JSONDecodeError as exc:
+        raise ContractError(
+            [{"path": "", "message": f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"}]
+        ) from None
+
+
+def check_body_size(size: int):
+    if size > MAX_BODY_BYTES:
+        raise TooLarge(f"body is {size} bytes; at most {MAX_BODY_BYTES} bytes (4 MiB) per request — split the batch")
+
+
+def _check_item_count(count: int):
+    if count > MAX_ITEMS:
+        raise TooLarge(f"batch has {count} points and events; at most {MAX_ITEMS} per request — split the batch")
+
+
+def parse_json_batch(body: bytes) -> Batch:
+    check_body_size(len(body))
+    if not body.strip():
+        raise ContractError([{"path": "", "message": "empty body: send a JSON object with at least run.id"}])
+    obj = loads(body)
+    if type(obj) is not dict:
+        raise ContractError([{"path": "", "message": f"the body must be a JSON object, got {_describe(obj)}"}])
+    points = obj.get("points", [])
+    events = obj.get("events", [])
+    _check_item_count((len(points) if type(points) is list else 0) + (len(events) if type(events) is list else 0))
+
+    errors = _Errors()
+    errors.unknown("", obj, BATCH_FIELDS)
+    batch_id = None
+    if "batch_id" in obj:
+        batch_id = _string(obj["batch_id"], "batch_id", errors, 128, 1)
+    if "run" not in obj:
+        errors.add("run", "run is required (an object with at least run.id)")
+        run = None
+    else:
+        run = validate_run(obj["run"], "run", errors)
+
+    phases, parsed_points, parsed_events = [], [], []
+    for name, items in (("phases", obj.get("phases", [])), ("points", points), ("events", events)):
+        if type(items) is not list:
+            errors.add(name, f"{name} must be an array, got {_describe(items)}")
+    if type(obj.get("phases", [])) is list:
+        for i, item in enumerate(obj.get("phases", [])):
+            phases.append(validate_phase(item, f"phases[{i}]", errors))
+    if type(points) is list:
+        metric_cache = set()
+        append = parsed_points.append
+        for i, item in enumerate(points):
+            append(validate_point(item, f"points[{i}]", errors, metric_cache))
+    if type(events) is list:
+        for i, item in enumerate(events):
+            parsed_events.append(validate_event(item, f"events[{i}]", errors))
+    if errors.items:
+        raise ContractError(errors.items)
+    return Batch(run=run, batch_id=batch_id, phases=phases, points=parsed_points, events=parsed_events)
+
+
+NDJSON_TYPES = ("run", "phase", "point", "event")
+
+
+def parse_ndjson(body: bytes, batch_id: str | None = None) -> Batch:
+    """NDJSON: one object per line, each with a `type`; all lines of one request name one run."""
+    check_body_size(len(body))
+    lines = body.split(b"\n")
+    if not any(line.strip() for line in lines):
+        raise ContractError([{"path": "", "message": "empty body: send at least one NDJSON line"}])
+    errors = _Errors()
+    run = None
+    run_id = None
+    phases, points, events = [], [], []
+    metric_cache = set()
+    items = 0
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        path = f"lines[{number}]"
+        try:
+            obj = loads(raw)
+        except ContractError as exc:
+            errors.add(path, f"line {number}: {exc.errors[0]['message']}")
+            continue
+        if type(obj) is not dict:
+            errors.add(path, f"line {number}: each line must be a JSON object, got {_describe(obj)}")
+            continue
+        kind = obj.get("type")
+        if kind not in NDJSON_TYPES:
+            errors.add(f"{path}.type", f"line {number}: type must be one of {', '.join(NDJSON_TYPES)}, got {_describe(kind)}")
+            continue
+        body_obj = {k: v for k, v in obj.items() if k != "type"}
+        if kind == "run":
+            parsed = validate_run(body_obj, path, errors)
+            if parsed and parsed.get("id"):
+                if run is not None:
+                    errors.add(f"{path}", f"line {number}: a second run line; one request carries one run")
+                run = parsed
+                line_run = parsed["id"]
+            else:
+                continue
+        else:
+            line_run = body_obj.pop("run", None)
+            if line_run is None:
+                errors.add(f"{path}.run", f"line {number}: run (the run id) is required on every {kind} line")
+            elif _pattern(line_run, RUN_ID_RE, f"{path}.run", errors, "run", 128) is None:
+                line_run = None
+            if kind == "point":
+                items += 1
+                points.append(validate_point(body_obj, path, errors, metric_cache))
+            elif kind == "event":
+                items += 1
+                events.append(validate_event(body_obj, path, errors))
+            else:
+                phases.append(validate_phase(body_obj, path, errors, position=len(points)))
+        if line_run is not None:
+            if run_id is None:
+                run_id = line_run
+            elif line_run != run_id:
+                errors.add(f"{path}.run", f"line {number}: names run {line_run!r} but this request is for {run_id!r}; send one run per request")
+    _check_item_count(items)
+    if run_id is None and not errors.items:
+        errors.add("lines", "no line names a run: add a run line or a run field")
+    if errors.items:
+        raise ContractError(errors.items)
+    if run is None:
+        run = {"id": run_id}
+    return Batch(run=run, batch_id=batch_id, phases=phases, points=points, events=events)

@@ -1,0 +1,229 @@
+"""Store one validated batch: one transaction, the run row locked, evaluation queued after commit."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from ingest.contract import Batch, layer_for_metric, phase_kind
+from ingest.models import Attempt, AttemptReason, BatchReceipt, Event, IdentityChange, Phase, Run, Series
+from ingest.storage import BlockWriter, db_float, stored_steps
+
+log = logging.getLogger(__name__)
+
+IDENTITY_FIELDS = ("name", "code_rev", "data_snapshot", "config", "budget", "tags")
+
+
+class RunOfAnotherProject(Exception):
+    """The run id is taken by another project: this token may not write to it (HTTP 403)."""
+
+
+@dataclass
+class IngestResult:
+    run_id: str
+    points: int
+    events: int
+    phases: int
+    duplicate: bool
+    receipt_id: int
+    actions: list = field(default_factory=list)
+
+    def as_response(self):
+        return {
+            "run": self.run_id,
+            "accepted": {"points": self.points, "events": self.events, "phases": self.phases},
+            "duplicate": self.duplicate,
+            "actions": self.actions,
+        }
+
+
+def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
+    now = now or timezone.now()
+    with transaction.atomic():
+        run = _locked_run(project, batch, now)
+        if batch.batch_id is not None:
+            seen = BatchReceipt.objects.filter(run=run, batch_id=batch.batch_id).first()
+            if seen is not None:
+                return IngestResult(run.run_id, seen.points, seen.events, seen.phases, True, seen.id)
+        steps = [p[0] for p in batch.points] + [e.step for e in batch.events] + [ph.step for ph in batch.phases]
+        receipt = BatchReceipt.objects.create(
+            run=run,
+            batch_id=batch.batch_id,
+            received_at=now,
+            points=len(batch.points),
+            events=len(batch.events),
+            phases=len(batch.phases),
+            min_step=min((p[0] for p in batch.points), default=None),
+            max_step=max((p[0] for p in batch.points), default=None),
+        )
+        _update_identity(run, batch.run, receipt, min(steps, default=run.max_step), now)
+        _store_telemetry(run, batch, receipt, now)
+        run.last_seen_at = now
+        run.save()
+        transaction.on_commit(lambda: queue_evaluation(receipt.id), robust=True)
+    return IngestResult(run.run_id, receipt.points, receipt.events, receipt.phases, False, receipt.id)
+
+
+def queue_evaluation(receipt_id: int):
+    """Hand the batch to the evaluation worker; if the broker is down the sweep catches it later."""
+    from kombu.exceptions import OperationalError
+
+    from alerts.tasks import evaluate_batch
+
+    try:
+        evaluate_batch.apply_async((receipt_id,), retry=False)
+    except (OperationalError, OSError, ConnectionError) as exc:
+        log.warning("evaluation queue unreachable (%s); batch %s is left to the sweep", exc, receipt_id)
+
+
+def _locked_run(project, batch: Batch, now) -> Run:
+    run_id = batch.run_id
+    run = Run.objects.select_for_update().filter(run_id=run_id).first()
+    if run is None:
+        try:
+            with transaction.atomic():
+                run = Run.objects.create(project=project, run_id=run_id, last_seen_at=now)
+                Attempt.objects.create(run=run, number=1, reason=AttemptReason.FIRST, started_at=now)
+        except IntegrityError:
+            # Another request created it first; wait for its lock like any later batch.
+            run = Run.objects.select_for_update().get(run_id=run_id)
+    if run.project_id != project.id:
+        raise RunOfAnotherProject(run_id)
+    return run
+
+
+def _update_identity(run: Run, sent: dict, receipt, step, now):
+    changes = []
+    for name in IDENTITY_FIELDS:
+        if name not in sent or sent[name] is None:
+            continue
+        old = getattr(run, name)
+        new = sent[name]
+        if old == new:
+            continue
+        if old not in (None, "", {}):
+            # A change of what the run *is* is evidence: keep it as a row, never overwrite silently.
+            changes.append(IdentityChange(run=run, field=name, old=old, new=new, step=step, changed_at=now, receipt=receipt))
+        setattr(run, name, new)
+    IdentityChange.objects.bulk_create(changes)
+
+
+class _AttemptTracker:
+    def __init__(self, run: Run, now):
+        self.run = run
+        self.now = now
+
+    def start(self, start_step, reason):
+        run = self.run
+        run.attempt += 1
+        Attempt.objects.create(
+            run=run,
+            number=run.attempt,
+            reason=reason,
+            start_step=start_step,
+            previous_max_step=run.attempt_max_step,
+            started_at=self.now,
+        )
+        run.attempt_max_step = None
+
+    def saw(self, step):
+        run = self.run
+        if run.attempt_max_step is None or step > run.attempt_max_step:
+            run.attempt_max_step = step
+        if run.max_step is None or step > run.max_step:
+            run.max_step = step
+
+
+def _store_telemetry(run: Run, batch: Batch, receipt, now):
+    received_at = now.timestamp()
+    attempts = _AttemptTracker(run, now)
+    series_by_key = {(s.metric, s.component): s for s in Series.objects.filter(run=run)}
+    new_series = {}
+    changed = set()
+    batch_min = {}
+    for step, metric, component, *_ in batch.points:
+        key = (metric, component)
+        if step < batch_min.get(key, step + 1):
+            batch_min[key] = step
+    batch_seen = {}  # (series key, step) -> attempt that holds it after this batch so far
+    stored = {}  # series key -> {step: newest attempt} already in the database, loaded on demand
+
+    def prior_attempt(series, key, step):
+        attempt = batch_seen.get((key, step))
+        if attempt is not None or series.pk is None:
+            return attempt
+        if key not in stored:
+            stored[key] = stored_steps(series, since=batch_min[key])
+        return stored[key].get(step)
+
+    writer = BlockWriter(receipt, received_at)
+    phase_rows = []
+    phases = sorted(batch.phases, key=lambda p: p.position)
+    next_phase = 0
+
+    def apply_phases(upto):
+        nonlocal next_phase
+        while next_phase < len(phases) and phases[next_phase].position <= upto:
+            ph = phases[next_phase]
+            next_phase += 1
+            # A restart begins a new attempt once the current one holds data.
+            if ph.phase == "restart" and run.attempt_max_step is not None:
+                attempts.start(ph.step, AttemptReason.RESTART_PHASE)
+            phase_rows.append(
+                Phase(
+                    run=run,
+                    step=ph.step,
+                    phase=ph.phase,
+                    kind=phase_kind(ph.phase),
+                    time=ph.time if ph.time is not None else received_at,
+                    attempt=run.attempt,
+                    receipt=receipt,
+                )
+            )
+
+    for index, (step, metric, component, value, when, layer) in enumerate(batch.points):
+        apply_phases(index)
+        key = (metric, component)
+        series = series_by_key.get(key)
+        if series is None:
+            series = Series(run=run, metric=metric, component=component, layer=layer or layer_for_metric(metric))
+            series_by_key[key] = new_series[key] = series
+        elif layer and series.layer != layer:
+            series.layer = layer
+        # Steps above everything the series holds are the common case and need no look-up.
+        prior = prior_attempt(series, key, step) if step <= series.max_step else None
+        if prior == run.attempt:
+            # The job re-sent a step it already sent: it went back to a checkpoint.
+            attempts.start(step, AttemptReason.RESENT_STEP)
+        series.max_step = max(series.max_step, step)
+        series.last_time = max(series.last_time or 0.0, received_at if when is None else when)
+        batch_seen[(key, step)] = run.attempt
+        attempts.saw(step)
+        changed.add(key)
+        writer.add(series, run.attempt, step, value, when, fresh=prior is None)
+    apply_phases(len(batch.points))
+
+    Series.objects.bulk_create(new_series.values())
+    Series.objects.bulk_update(
+        [series_by_key[k] for k in changed if k not in new_series], ["layer", "max_step", "last_time"], batch_size=500
+    )
+    writer.write()
+    Phase.objects.bulk_create(phase_rows)
+    Event.objects.bulk_create(
+        [
+            Event(
+                run=run,
+                attempt=run.attempt,
+                step=e.step,
+                component=e.component,
+                condition=e.condition,
+                magnitude=db_float(e.magnitude),
+                time=e.time if e.time is not None else received_at,
+                detail=e.detail,
+                receipt=receipt,
+            )
+            for e in batch.events
+        ]
+    )

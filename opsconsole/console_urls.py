@@ -1,0 +1,8 @@
+from django.urls import path
+
+from opsconsole import views
+
+app_name = "console"
+urlpatterns = [
+    path("", views.runs, name="runs"),
+]

@@ -1,0 +1,88 @@
+"""Typed readers for settings that come from the environment.
+
+Every reader fails at start-up with the variable's name and the bad value, so a
+typo in a deployment is a crash on boot rather than a console that quietly runs
+with a default.
+"""
+import os
+from urllib.parse import urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name, default=None):
+    value = os.environ.get(name)
+    return default if value is None else value
+
+
+def env_bool(name, default):
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+
+
+def env_int(name, default, *, minimum=None):
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def env_list(name, default=()):
+    raw = os.environ.get(name)
+    if raw is None:
+        return list(default)
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def database_from_url(name, url):
+    """Django DATABASES entry for postgres:// or sqlite:// URLs; anything else is refused."""
+    import dj_database_url
+
+    scheme = urlparse(url).scheme
+    if scheme not in {"postgres", "postgresql", "pgsql", "sqlite"}:
+        raise ImproperlyConfigured(
+            f"{name}={url!r}: unsupported scheme {scheme!r} (use postgres://… or sqlite:////absolute/path.db)"
+        )
+    try:
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    except Exception as exc:  # the library raises several types for a malformed URL
+        raise ImproperlyConfigured(f"{name}={url!r} is not a valid database URL: {exc}") from None
+    if scheme == "sqlite":
+        if not config.get("NAME") or config["NAME"] == ":memory:":
+            raise ImproperlyConfigured(f"{name}={url!r}: give a file path, e.g. sqlite:////abs/path.db")
+        config["OPTIONS"] = sqlite_options()
+    elif not config.get("NAME"):
+        raise ImproperlyConfigured(f"{name}={url!r}: the URL names no database")
+    return config
+
+
+def sqlite_options():
+    # IMMEDIATE takes the write lock when a transaction starts, so two concurrent
+    # ingests queue up instead of failing with "database is locked" mid-batch.
+    return {"transaction_mode": "IMMEDIATE", "timeout": 30}
+
+
+def redis_url(name):
+    url = os.environ.get(name)
+    if url is None or url == "":
+        return None
+    scheme = urlparse(url).scheme
+    if scheme not in {"redis", "rediss", "unix"}:
+        raise ImproperlyConfigured(f"{name}={url!r}: expected a redis://host:port/db URL")
+    return url

@@ -1,0 +1,2 @@
+# Websocket routes (live run and project groups) are added with the console's live updates.
+websocket_urlpatterns = []

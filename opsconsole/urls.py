@@ -1,0 +1,24 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from ingest import views as ingest_views
+
+api_v1 = [
+    path("ingest", ingest_views.IngestView.as_view(), name="ingest"),
+    path("runs/", ingest_views.RunListView.as_view(), name="runs"),
+    # The points route comes first: run ids may contain "/".
+    path("runs/<path:run_id>/points/", ingest_views.PointsView.as_view(), name="run-points"),
+    path("runs/<path:run_id>/events/", ingest_views.EventsView.as_view(), name="run-events"),
+    path("runs/<path:run_id>/", ingest_views.RunDetailView.as_view(), name="run-detail"),
+]
+
+urlpatterns = [
+    path("api/v1/", include((api_v1, "api"), namespace="api")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("opsconsole.console_urls")),
+]
