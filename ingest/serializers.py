@@ -2,6 +2,7 @@
 from rest_framework import serializers
 
 from ingest.models import Attempt, IdentityChange, Phase, Run
+from ingest.phases import phase_spans
 
 
 class PhaseSerializer(serializers.ModelSerializer):
@@ -40,6 +41,7 @@ class RunSummarySerializer(serializers.ModelSerializer):
 
 class RunDetailSerializer(RunSummarySerializer):
     phases = PhaseSerializer(many=True)
+    phase_spans = serializers.SerializerMethodField()
     attempts = AttemptSerializer(many=True)
     identity_changes = IdentityChangeSerializer(many=True)
     series = serializers.SerializerMethodField()
@@ -51,10 +53,15 @@ class RunDetailSerializer(RunSummarySerializer):
             "config",
             "budget",
             "phases",
+            "phase_spans",
             "attempts",
             "identity_changes",
             "series",
         ]
+
+    def get_phase_spans(self, run) -> list[dict]:
+        """The phase in effect over each stretch of steps, ties resolved as the contract says."""
+        return [{"start": s.start, "end": s.end, "phase": s.phase, "kind": s.kind} for s in phase_spans(run)]
 
     def get_series(self, run) -> list[dict]:
         return [

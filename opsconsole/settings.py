@@ -104,7 +104,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "staticfiles")))
+try:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start without it
+except OSError:
+    pass
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
@@ -133,7 +137,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: eager without Redis, so the embedded console evaluates batches in-process.
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = REDIS_URL is None
 CELERY_TASK_EAGER_PROPAGATES = True
