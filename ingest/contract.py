@@ -151,7 +151,8 @@ def _describe(value):
     if isinstance(value, str):
         return f"the string {value[:40]!r}"
     if isinstance(value, (int, float)):
-        return f"the number {value!r}"
+        shown = repr(value)
+        return f"the number {shown}" if len(shown) <= 40 else f"a number of {len(shown)} digits"
     if isinstance(value, list):
         return "an array"
     if isinstance(value, dict):
@@ -200,9 +201,18 @@ def _value(value, path, errors):
     return None
 
 
+def _finite_float(value):
+    """A JSON number as a finite float, or None (non-finite, or an integer beyond the float range)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _time(value, path, errors):
-    if type(value) in (int, float) and math.isfinite(value) and value >= 0:
-        return float(value)
+    if type(value) in (int, float) and (when := _finite_float(value)) is not None and when >= 0:
+        return when
     errors.add(path, f"time must be Unix seconds (a number ≥ 0), got {_describe(value)}")
     return None
 
@@ -228,9 +238,38 @@ def _string(value, path, errors, limit, minimum=0):
         errors.add(path, f"is {len(value)} characters long; at most {limit} are allowed")
     elif len(value) < minimum:
         errors.add(path, "must not be empty")
+    elif "\x00" in value:
+        errors.add(path, "must not contain the NUL character (\\u0000)")
     else:
         return value
     return None
+
+
+def _storable_json(obj, path, errors):
+    """Free-form JSON (config, detail) as the database can hold it, in place.
+
+    Non-finite numbers (bare NaN/Infinity tokens) become the contract's strings
+    "NaN", "Infinity", "-Infinity", as the API writes them everywhere; a NUL
+    character in a key or string is an error (PostgreSQL cannot store it).
+    Iterative, so deep nesting cannot exhaust the stack.
+    """
+    stack = [(obj, path)]
+    while stack:
+        container, where = stack.pop()
+        keys = container.keys() if type(container) is dict else range(len(container))
+        for key in list(keys):
+            item = container[key]
+            at = f"{where}.{key}" if type(container) is dict else f"{where}[{key}]"
+            if type(container) is dict and "\x00" in key:
+                errors.add(at, "keys must not contain the NUL character (\\u0000)")
+            kind = type(item)
+            if kind is float and not math.isfinite(item):
+                container[key] = "NaN" if item != item else ("Infinity" if item > 0 else "-Infinity")
+            elif kind is str and "\x00" in item:
+                errors.add(at, "must not contain the NUL character (\\u0000)")
+            elif kind is dict or kind is list:
+                stack.append((item, at))
+    return obj
 
 
 def validate_run(obj, path, errors) -> dict | None:
@@ -248,7 +287,7 @@ def validate_run(obj, path, errors) -> dict | None:
             run[key] = _string(obj[key], f"{path}.{key}", errors, limit)
     if "config" in obj:
         if type(obj["config"]) is dict:
-            run["config"] = obj["config"]
+            run["config"] = _storable_json(obj["config"], f"{path}.config", errors)
         else:
             errors.add(f"{path}.config", f"config must be an object, got {_describe(obj['config'])}")
     if "tags" in obj:
@@ -257,6 +296,8 @@ def validate_run(obj, path, errors) -> dict | None:
             errors.add(f"{path}.tags", f"tags must be an object of strings, got {_describe(tags)}")
         else:
             for key, tag in tags.items():
+                if "\x00" in key:
+                    errors.add(f"{path}.tags.{key}", "tag names must not contain the NUL character (\\u0000)")
                 _string(tag, f"{path}.tags.{key}", errors, 256)
             run["tags"] = tags
     if "budget" in obj:
@@ -269,11 +310,15 @@ def _budget(obj, path, errors):
         errors.add(path, f"budget must be an object, got {_describe(obj)}")
         return None
     errors.unknown(path, obj, BUDGET_FIELDS)
-    if "steps" in obj and not (type(obj["steps"]) is int and obj["steps"] >= 1):
-        errors.add(f"{path}.steps", f"budget.steps must be an integer ≥ 1, got {_describe(obj['steps'])}")
+    if "steps" in obj:
+        steps = obj["steps"]
+        if type(steps) is float and math.isfinite(steps) and steps == int(steps):
+            obj["steps"] = steps = int(steps)
+        if not (type(steps) is int and steps >= 1):
+            errors.add(f"{path}.steps", f"budget.steps must be an integer ≥ 1, got {_describe(steps)}")
     if "gpu_hours" in obj:
         hours = obj["gpu_hours"]
-        if not (type(hours) in (int, float) and math.isfinite(hours) and hours > 0):
+        if not (type(hours) in (int, float) and (_finite_float(hours) or 0) > 0):
             errors.add(f"{path}.gpu_hours", f"budget.gpu_hours must be a number > 0, got {_describe(hours)}")
     if "deadline" in obj:
         deadline = obj["deadline"]
@@ -347,7 +392,9 @@ def validate_event(obj, path, errors) -> Event | None:
     magnitude = obj.get("magnitude")
     if "magnitude" in obj:
         if type(magnitude) is int:
-            magnitude = float(magnitude)
+            magnitude = _finite_float(magnitude)
+            if magnitude is None:
+                errors.add(f"{path}.magnitude", "magnitude is too large for a 64-bit float")
         elif type(magnitude) is not float:
             errors.add(f"{path}.magnitude", f"magnitude must be a number, got {_describe(magnitude)}")
     when = _time(obj["time"], f"{path}.time", errors) if "time" in obj else None
@@ -355,7 +402,7 @@ def validate_event(obj, path, errors) -> Event | None:
     if "detail" in obj:
         if type(detail) is not dict:
             errors.add(f"{path}.detail", f"detail must be an object, got {_describe(detail)}")
-        elif len(json.dumps(detail)) > MAX_DETAIL_BYTES:
+        elif len(json.dumps(_storable_json(detail, f"{path}.detail", errors))) > MAX_DETAIL_BYTES:
             errors.add(f"{path}.detail", f"detail must be at most {MAX_DETAIL_BYTES} bytes as JSON")
     if len(errors.items) > before:
         return None
@@ -369,13 +416,44 @@ def loads(text: bytes):
     except orjson.JSONDecodeError:
         pass
     try:
-        return json.loads(text)
+        obj = json.loads(text)
     except UnicodeDecodeError as exc:
         raise ContractError([{"path": "", "message": f"body is not UTF-8: {exc.reason} at byte {exc.start}"}]) from None
     except json.JSONDecodeError as exc:
         raise ContractError(
             [{"path": "", "message": f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"}]
         ) from None
+    except RecursionError:
+        raise ContractError([{"path": "", "message": "malformed JSON: arrays or objects nested too deeply"}]) from None
+    except ValueError:  # Python refuses integer literals of more than 4,300 digits
+        raise ContractError([{"path": "", "message": "malformed JSON: a number has more than 4300 digits"}]) from None
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(obj):
+        raise ContractError(
+            [{"path": "", "message": "malformed JSON: a string holds an unpaired surrogate escape (such as \\ud800); strings must be valid Unicode"}]
+        )
+    return obj
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _has_lone_surrogate(obj) -> bool:
+    """Python's json (unlike orjson) lets "\\ud800" through, and no database can store it."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True
+        elif type(item) is dict:
+            stack.extend(item)
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return False
 
 
 def check_body_size(size: int):
@@ -431,6 +509,7 @@ def parse_json_batch(body: bytes) -> Batch:
 
 
 NDJSON_TYPES = ("run", "phase", "point", "event")
+_LINE_PATH = re.compile(r"lines\[(\d+)\]")
 
 
 def parse_ndjson(body: bytes, batch_id: str | None = None) -> Batch:
@@ -494,6 +573,11 @@ def parse_ndjson(body: bytes, batch_id: str | None = None) -> Batch:
     if run_id is None and not errors.items:
         errors.add("lines", "no line names a run: add a run line or a run field")
     if errors.items:
+        for error in errors.items:
+            # Field checks shared with the JSON form name the path only; say the line in words too.
+            number = _LINE_PATH.match(error["path"])
+            if number and not error["message"].startswith(f"line {number[1]}:"):
+                error["message"] = f"line {number[1]}: {error['message']}"
         raise ContractError(errors.items)
     if run is None:
         run = {"id": run_id}

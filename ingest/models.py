@@ -245,8 +245,15 @@ class Condition(models.TextChoices):
     UNCLASSIFIED = "unclassified"
 
 
+class EventSource(models.TextChoices):
+    JOB = "job"
+    ALERTMANAGER = "alertmanager"
+
+
 class Event(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    source = models.CharField(max_length=16, choices=EventSource.choices, default=EventSource.JOB)
+    layer = models.CharField(max_length=16, choices=Layer.choices, default=Layer.NUMERICS)
     attempt = models.PositiveIntegerField()
     step = models.BigIntegerField()
     component = models.CharField(max_length=256)
@@ -255,6 +262,12 @@ class Event(models.Model):
     time = models.FloatField()
     detail = models.JSONField(null=True, blank=True)
     receipt = models.ForeignKey(BatchReceipt, on_delete=models.CASCADE)
+    # Alertmanager alerts: its fingerprint, and when a resolved notification closed it.
+    fingerprint = models.CharField(max_length=64, blank=True, default="")
+    ended_at = models.FloatField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["run", "step"])]
+        indexes = [
+            models.Index(fields=["run", "step"]),
+            models.Index(fields=["run", "fingerprint"], condition=~Q(fingerprint=""), name="event_fingerprint"),
+        ]

@@ -4,9 +4,11 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from ingest import views as ingest_views
+from ingest.alertmanager import AlertmanagerView
 
 api_v1 = [
     path("ingest", ingest_views.IngestView.as_view(), name="ingest"),
+    path("alertmanager", AlertmanagerView.as_view(), name="alertmanager"),
     path("runs/", ingest_views.RunListView.as_view(), name="runs"),
     # The points route comes first: run ids may contain "/".
     path("runs/<path:run_id>/points/", ingest_views.PointsView.as_view(), name="run-points"),
