@@ -4,7 +4,7 @@ One validator for both wire formats (a JSON batch and NDJSON lines). It is pure:
 no database, no Django, so it is tested on its own and both the HTTP endpoint
 and `import_jsonl` call it. Validation is hand-written rather than run through a
 JSON Schema engine because it sits on the hot path (5,000-point batches must
-validate in a few milliseconds); `tests/test_contract_schema.py` checks it
+validate in a few milliseconds); `tests/test_contract_validator.py` checks it
 against the contract's own JSON Schema file.
 
 Every problem found is reported with its path (`points[3].value`, or
