@@ -246,6 +246,25 @@ def pg_settings(admin_url: str) -> str:
     return ", ".join(parts)
 
 
+def code_version() -> str:
+    """HEAD plus a hash of the application code as it is on disk (uncommitted edits included)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for folder in ("ingest", "alerts", "opsconsole"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "ingest", "alerts", "opsconsole"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.split("\n")
+        dirty = [line[3:] for line in dirty if line.strip()]
+    except OSError:
+        head, dirty = "?", []
+    state = f"uncommitted changes in {', '.join(dirty)}" if dirty else "clean"
+    return f"git {head or '?'} ({state}); code hash {digest.hexdigest()[:12]}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -497,6 +516,46 @@ def unevaluated(url: str) -> int:
         return conn.execute("SELECT count(*) FROM ingest_batchreceipt WHERE evaluated_at IS NULL").fetchone()[0]
 
 
+def late_batches(url: str) -> int:
+    """Batches stored after a batch with higher steps: they took the out-of-order path."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM (SELECT min_step, max(max_step) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING "
+            "AND 1 PRECEDING) AS before FROM ingest_batchreceipt) r WHERE min_step <= before"
+        ).fetchone()[0]
+
+
+def db_connections(admin_url: str, name: str) -> tuple[int, int]:
+    """(connections open now, sessions ever opened) on the database."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        open_now = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone()[0]
+        sessions = conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = %s", (name,)).fetchone()[0]
+        return open_now, sessions
+
+
+def drain_evaluations(url: str, args, procs: Procs):
+    """Wait for the worker to evaluate every stored batch; give up after a stall (tasks lost)."""
+    t = time.perf_counter()
+    backlog = first = unevaluated(url)
+    last_change, last_value = t, backlog
+    while backlog and time.perf_counter() - t < args.drain_timeout:
+        time.sleep(0.5)
+        procs.check_alive()
+        backlog = unevaluated(url)
+        if backlog != last_value:
+            last_change, last_value = time.perf_counter(), backlog
+        elif time.perf_counter() - last_change > args.drain_stall:
+            print(f"  WARNING: {backlog} batches left unevaluated and none evaluated for {args.drain_stall:.0f}s: "
+                  f"their tasks are gone (was Redis db {urlparse(args.redis_url).path.lstrip('/') or 0} flushed by "
+                  f"something else?); the sweep (celery beat) would re-queue them. Not waiting further.")
+            break
+    drain = time.perf_counter() - t
+    print(f"  evaluation: {first} batches unevaluated when the last answer came; "
+          f"{'drained' if not backlog else 'stopped waiting'} after {drain:.1f}s, {backlog} left", flush=True)
+    return drain, backlog
+
+
 # --------------------------------------------------------------------------------------
 # One configuration
 # --------------------------------------------------------------------------------------
@@ -506,6 +565,11 @@ def run_config(args, data: RunData, bodies, npoints, clients: int, logdir: Path)
     url = db_url(args.admin_url, name)
     label = f"uvicorn --workers {args.workers}, {clients} client{'s' if clients > 1 else ''}"
     print(f"\n== {label}: database {name} ==", flush=True)
+    now_version = code_version()
+    if now_version != args.code_version:
+        print(f"  WARNING: the application code changed since the start: now {now_version}; this configuration "
+              "measures the new code")
+    result_code = now_version
     recreate_database(args.admin_url, name)
     flush_redis(args.redis_url)
     env = service_env(url, args.redis_url)
@@ -515,7 +579,7 @@ def run_config(args, data: RunData, bodies, npoints, clients: int, logdir: Path)
     print(f"  migrated and issued a token in {time.perf_counter() - t:.1f}s", flush=True)
 
     procs = Procs(logdir)
-    result = {"label": label, "clients": clients}
+    result = {"label": label, "clients": clients, "code": result_code}
     try:
         port = free_port()
         procs.start(f"uvicorn-c{clients}", [PYTHON, "-m", "uvicorn", "opsconsole.asgi:application", "--host", "127.0.0.1",
@@ -528,15 +592,10 @@ def run_config(args, data: RunData, bodies, npoints, clients: int, logdir: Path)
               f"({sum(npoints):,} points) ...", flush=True)
 
         elapsed, stats = send_all(port, token, bodies, npoints, clients, label)
+        if code_version() != result_code:
+            print("  WARNING: the application code changed on disk during this configuration (the server had already "
+                  "loaded it at start, so the figures are for the code at start)")
         procs.check_alive()
-        backlog = unevaluated(url)
-        t = time.perf_counter()
-        while backlog and time.perf_counter() - t < args.drain_timeout:
-            time.sleep(0.5)
-            procs.check_alive()
-            backlog = unevaluated(url)
-        drain = time.perf_counter() - t
-        backlog_end = unevaluated(url)
         lat = sorted(stats.latencies)
         result.update(
             seconds=elapsed,
@@ -553,10 +612,8 @@ def run_config(args, data: RunData, bodies, npoints, clients: int, logdir: Path)
               f"non-202/failed: {len(stats.failures)}", flush=True)
         for f in stats.failures[:10]:
             print(f"    FAILURE {f}")
-        print(f"  evaluation backlog when the last answer came: drained in {drain:.1f}s; "
-              f"unevaluated at the end: {backlog_end}", flush=True)
-        result["drain"] = drain
-        result["unevaluated"] = backlog_end
+        result["db_connections"] = db_connections(args.admin_url, name)
+        result["drain"], result["unevaluated"] = drain_evaluations(url, args, procs)
     finally:
         procs.stop_all()
 
@@ -567,6 +624,13 @@ def run_config(args, data: RunData, bodies, npoints, clients: int, logdir: Path)
           f"run status/last_step/max_step = {counts['run']}")
     if counts["points"] != result["points_sent"]:
         print(f"  WARNING: {result['points_sent']:,} points sent but {counts['points']:,} stored")
+    result["late"] = late_batches(url)
+    print(f"  {result['late']} of {counts['receipts']} batches were stored after a batch with higher steps "
+          f"(out-of-order path)")
+    if "db_connections" in result:
+        open_now, sessions = result["db_connections"]
+        print(f"  connections to {name}: {sessions:,} opened during setup and the run (manage.py, server, worker, "
+              f"this script), {open_now} open at its end")
     if counts["attempts"] != 1:
         print(f"  WARNING: {counts['attempts']} attempts: the server took in-order batches for a restart")
     pts = counts["points"]
@@ -656,37 +720,91 @@ def profile(args, data: RunData, n_profile: int, warmup: int):
     call_command("migrate", verbosity=0)
     project = Project.objects.create(slug=PROJECT_SLUG, name=PROJECT_SLUG)
     _, token = ProjectToken.issue(project)
-    total = warmup + 3 * n_profile
+    total = warmup + 6 * n_profile
     if total > data.n_batches:
         raise SystemExit(f"--profile needs {total} batches; give --steps ≥ {total * STEPS_PER_BATCH}")
     bodies = [data.body(b) for b in range(total)]
     print(f"== profile: database {name}; {warmup} warm-up batches, then {n_profile} timed, {n_profile} under cProfile, "
-          f"{n_profile} through Django's test client; {len(bodies[0]):,} bytes and "
+          f"{n_profile} through Django's test client, {2 * n_profile} swapped in pairs, {n_profile} in order; {len(bodies[0]):,} bytes and "
           f"{data.n_series * STEPS_PER_BATCH:,} points a batch ==")
     for b in range(warmup):
         ingest_batch(project, parse_json_batch(bodies[b]))
 
-    # Plain timing (no profiler), split into parse+validate and store.
-    t_parse = t_store = 0.0
-    queries = 0
-    for b in range(warmup, warmup + n_profile):
-        t = time.perf_counter()
-        batch = parse_json_batch(bodies[b])
-        t1 = time.perf_counter()
-        from django.db import reset_queries
-        from django.test.utils import CaptureQueriesContext
+    # Plain timing (no profiler): parse+validate vs store, and inside store the time of the
+    # main steps (wrapped functions) and of the SQL statements (an execute wrapper, which
+    # measures the round trip to PostgreSQL: the database's work plus the driver's).
+    from collections import defaultdict
 
-        with CaptureQueriesContext(connection) as ctx:
+    from django.db.models.query import QuerySet
+
+    from ingest import storage
+
+    spent = defaultdict(float)
+    calls = defaultdict(int)
+
+    def wrap(owner, attr, label_of):
+        original = getattr(owner, attr)
+
+        def wrapper(*a, **k):
+            t = time.perf_counter()
+            try:
+                return original(*a, **k)
+            finally:
+                label = label_of(a)
+                spent[label] += time.perf_counter() - t
+                calls[label] += 1
+
+        setattr(owner, attr, wrapper)
+        return original
+
+    # Internal names move as the code is tuned: time whichever of these exist.
+    targets = [
+        (QuerySet, "bulk_update", lambda a: f"{a[0].model.__name__}.objects.bulk_update"),
+        (QuerySet, "bulk_create", lambda a: f"{a[0].model.__name__}.objects.bulk_create"),
+        (storage.BlockWriter, "write", lambda a: "BlockWriter.write (blocks + rollups)"),
+        (storage, "_merge_rollups", lambda a: "storage._merge_rollups"),
+        (storage, "_replace_rollups", lambda a: "storage._replace_rollups"),
+        (storage, "pack", lambda a: "storage.pack (zlib)"),
+    ]
+    originals = [(owner, attr, wrap(owner, attr, label)) for owner, attr, label in targets if hasattr(owner, attr)]
+    sql_time = defaultdict(float)
+    sql_calls = defaultdict(int)
+
+    def sql_wrapper(execute, sql, params, many, context):
+        t = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            words = sql.split()
+            verb = words[0].upper() if words else "?"
+            table = next((w.strip('"') for w in words if w.startswith('"ingest_')), "")
+            key = f"{verb} {table}".strip()
+            sql_time[key] += time.perf_counter() - t
+            sql_calls[key] += 1
+
+    t_parse = t_store = 0.0
+    with connection.execute_wrapper(sql_wrapper):
+        for b in range(warmup, warmup + n_profile):
+            t = time.perf_counter()
+            batch = parse_json_batch(bodies[b])
+            t1 = time.perf_counter()
             ingest_batch(project, batch)
-        t2 = time.perf_counter()
-        queries += len(ctx.captured_queries)
-        t_parse += t1 - t
-        t_store += t2 - t1
-        reset_queries()
+            t2 = time.perf_counter()
+            t_parse += t1 - t
+            t_store += t2 - t1
+    for owner, attr, original in originals:
+        setattr(owner, attr, original)
     n = n_profile
+    points = data.n_series * STEPS_PER_BATCH
     print(f"  no profiler: parse_json_batch {t_parse / n * 1000:.1f} ms + ingest_batch {t_store / n * 1000:.1f} ms "
-          f"= {(t_parse + t_store) / n * 1000:.1f} ms a batch -> {data.n_series * STEPS_PER_BATCH * n / (t_parse + t_store):,.0f} "
-          f"points/s on one core; {queries / n:.0f} SQL statements a batch (timings include CaptureQueriesContext)")
+          f"= {(t_parse + t_store) / n * 1000:.1f} ms a batch -> {points * n / (t_parse + t_store):,.0f} points/s on one core")
+    print("  inside ingest_batch, ms a batch (nested: BlockWriter.write holds Block bulk_create and _write_rollups):")
+    for label in sorted(spent, key=spent.get, reverse=True):
+        print(f"    {spent[label] / n * 1000:8.1f} ms  {calls[label] / n:6.1f} calls  {label}")
+    print(f"  SQL round trips, ms a batch ({sum(sql_calls.values()) / n:.0f} statements, "
+          f"{sum(sql_time.values()) / n * 1000:.1f} ms in all):")
+    for key in sorted(sql_time, key=sql_time.get, reverse=True):
+        print(f"    {sql_time[key] / n * 1000:8.1f} ms  {sql_calls[key] / n:6.1f} calls  {key}")
 
     prof = cProfile.Profile()
     t = time.perf_counter()
@@ -705,6 +823,23 @@ def profile(args, data: RunData, n_profile: int, warmup: int):
     full = (time.perf_counter() - t) / n
     print(f"  full Django request (test client: middleware, DRF, auth, view): {full * 1000:.1f} ms a batch -> "
           f"{data.n_series * STEPS_PER_BATCH / full:,.0f} points/s on one core")
+
+    # A batch that arrives after a later one (several clients, retries): the out-of-order path.
+    first = warmup + 3 * n_profile
+    in_order = late = 0.0
+    for b in range(first, first + 2 * n_profile, 2):
+        ingest_batch(project, parse_json_batch(bodies[b + 1]))
+        batch = parse_json_batch(bodies[b])
+        t = time.perf_counter()
+        ingest_batch(project, batch)
+        late += time.perf_counter() - t
+    for b in range(first + 2 * n_profile, first + 3 * n_profile):
+        batch = parse_json_batch(bodies[b])
+        t = time.perf_counter()
+        ingest_batch(project, batch)
+        in_order += time.perf_counter() - t
+    print(f"  ingest_batch of a batch that arrives after the next one: {late / n * 1000:.1f} ms "
+          f"(in order, same database: {in_order / n * 1000:.1f} ms)")
 
     for sort, limit in (("cumulative", args.profile_top), ("tottime", 25)):
         out = io.StringIO()
@@ -730,6 +865,7 @@ def parse_args(argv=None):
     p.add_argument("--redis-url", default="redis://127.0.0.1:6379/15", help="flushed before each configuration")
     p.add_argument("--db", default="wl_bench", help="database name prefix (wl_bench_c1, wl_bench_c4, wl_bench_copy)")
     p.add_argument("--drain-timeout", type=float, default=900.0, help="seconds to wait for the worker's backlog")
+    p.add_argument("--drain-stall", type=float, default=60.0, help="stop waiting when the backlog has not moved for this long")
     p.add_argument("--no-vacuum-full", action="store_true", help="skip the informational VACUUM FULL figure")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="instead of the benchmark: N batches in-process under cProfile (parse_json_batch + ingest_batch)")
@@ -742,15 +878,33 @@ def _on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
+def exclusive(admin_url: str):
+    """One benchmark at a time per PostgreSQL server: two runs would drop each other's databases
+    and flush each other's Redis db. The lock lives as long as this connection."""
+    conn = psycopg.connect(admin_url, autocommit=True)
+    if not conn.execute("SELECT pg_try_advisory_lock(hashtext('warning-light benchmarks/ingest.py'))").fetchone()[0]:
+        holder = conn.execute(
+            "SELECT a.pid, a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+            "WHERE l.locktype = 'advisory' AND l.objid = hashtext('warning-light benchmarks/ingest.py')::oid"
+        ).fetchone()
+        who = f"PostgreSQL backend {holder[0]}, connected {holder[2]:%Y-%m-%d %H:%M:%S %Z}" if holder else "unknown"
+        raise SystemExit(f"another benchmarks/ingest.py run holds the benchmark lock ({who}); "
+                         "wait for it to finish: two runs would drop each other's databases")
+    return conn
+
+
 def main(argv=None):
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    lock = exclusive(args.admin_url)  # noqa: F841  (held until the process exits)
     clients = [int(c) for c in args.clients.split(",") if c.strip()]
     t = time.perf_counter()
     data = RunData(args.series, args.steps)
     print(f"Warning Light ingest benchmark: {data.n_series} series x {data.n_steps:,} steps = {data.n_points:,} points "
           f"({data.nonfinite} non-finite), {data.n_batches} batches of {STEPS_PER_BATCH} steps x {data.n_series} series")
     print(f"  machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; {pg_settings(args.admin_url)}")
+    args.code_version = code_version()
+    print(f"  application code: {args.code_version}")
     if args.profile:
         profile(args, data, args.profile, args.profile_warmup)
         return 0
@@ -774,7 +928,7 @@ def main(argv=None):
     print("\n## Ingest benchmark\n")
     print(f"{data.n_series} series × {data.n_steps:,} steps, batches of {npoints[0]:,} points (JSON, orjson-serialized "
           f"beforehand, keep-alive); uvicorn --workers {args.workers} + celery -c 1 on {os.cpu_count()} CPUs; "
-          f"{pg_settings(args.admin_url)}.\n")
+          f"{pg_settings(args.admin_url)}; {args.code_version}.\n")
     print("| config | points | seconds | points/s | bytes/point | COPY floor rows/s | failures |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in results:
@@ -784,7 +938,9 @@ def main(argv=None):
     for r in results:
         full = f", {r['bytes_full']:.2f} after VACUUM FULL" if r.get("bytes_full") is not None else ""
         print(f"- {r['label']}: bytes/point {r['bytes_before']:.2f} before VACUUM ANALYZE, {r['bytes_after']:.2f} after{full}; "
-              f"latency p50 {r['p50'] * 1000:.0f} ms, p95 {r['p95'] * 1000:.0f} ms; worker backlog drained "
+              f"latency p50 {r['p50'] * 1000:.0f} ms, p95 {r['p95'] * 1000:.0f} ms; {r['late']} of "
+              f"{r['counts']['receipts']} batches stored out of order; evaluation backlog "
+              f"{'drained' if not r['unevaluated'] else 'NOT drained (' + str(r['unevaluated']) + ' left)'} "
               f"{r['drain']:.1f}s after the last answer")
     if copy:
         print(f"- COPY floor: {copy['rows']:,} rows (one per point) into a bare table with an index on (run_id, metric, step), "
@@ -795,4 +951,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("\ninterrupted; server and worker stopped", file=sys.stderr)
+        sys.exit(130)

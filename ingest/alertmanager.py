@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from ingest.auth import ProjectTokenAuthentication
 from ingest.contract import COMPONENT_RE, CONDITIONS, RUN_ID_RE, Batch, ContractError, check_body_size, loads
 from ingest.models import BatchReceipt, Condition, Event, EventSource, Layer, Run
-from ingest.service import RunOfAnotherProject, _locked_run, queue_evaluation
+from ingest.service import RunOfAnotherProject, locked_run, queue_evaluation
 
 
 
@@ -113,7 +113,7 @@ def store_alerts(project, alerts: list[dict], now=None) -> int:
     stored = 0
     with transaction.atomic():
         for run_id in sorted({a["run_id"] for a in alerts}):
-            run = _locked_run(project, Batch(run={"id": run_id}), now)
+            run = locked_run(project, Batch(run={"id": run_id}), now)
             mine = [a for a in alerts if a["run_id"] == run_id]
             receipt = BatchReceipt.objects.create(run=run, received_at=now, events=len(mine), max_step=run.max_step)
             for alert in mine:

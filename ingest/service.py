@@ -2,18 +2,20 @@
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from ingest.contract import Batch, layer_for_metric, phase_kind
-from ingest.models import Attempt, AttemptReason, BatchReceipt, Event, IdentityChange, Phase, Run, Series
+from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
 from ingest.storage import BlockWriter, db_float, stored_steps
 
 log = logging.getLogger(__name__)
 
 IDENTITY_FIELDS = ("name", "code_rev", "data_snapshot", "config", "budget", "tags")
+INGEST_OWNED_FIELDS = ("attempt", "attempt_max_step", "max_step", "last_seen_at")
 
 
 class RunOfAnotherProject(Exception):
@@ -42,7 +44,7 @@ class IngestResult:
 def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
     now = now or timezone.now()
     with transaction.atomic():
-        run = _locked_run(project, batch, now)
+        run = locked_run(project, batch, now)
         if batch.batch_id is not None:
             seen = BatchReceipt.objects.filter(run=run, batch_id=batch.batch_id).first()
             if seen is not None:
@@ -61,7 +63,8 @@ def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
         _update_identity(run, batch.run, receipt, min(steps, default=run.max_step), now)
         _store_telemetry(run, batch, receipt, now)
         run.last_seen_at = now
-        run.save()
+        # Only what ingest owns: status and last_step belong to evaluation, which may write them meanwhile.
+        run.save(update_fields=[*INGEST_OWNED_FIELDS, *IDENTITY_FIELDS])
         transaction.on_commit(lambda: queue_evaluation(receipt.id), robust=True)
     return IngestResult(run.run_id, receipt.points, receipt.events, receipt.phases, False, receipt.id)
 
@@ -78,19 +81,30 @@ def queue_evaluation(receipt_id: int):
         log.warning("evaluation queue unreachable (%s); batch %s is left to the sweep", exc, receipt_id)
 
 
-def _locked_run(project, batch: Batch, now) -> Run:
+def locked_run(project, batch: Batch, now) -> Run:
+    """The run, with this transaction holding the run's ingest lock until it commits.
+
+    Batches of one run are stored one at a time (attempts and rewinds depend on
+    order). On PostgreSQL the lock is a transaction-level advisory lock keyed
+    by the run, not the run's row, so evaluation can update the row's status
+    while a batch is being stored; SQLite's IMMEDIATE transactions serialize
+    all writers anyway.
+    """
     run_id = batch.run_id
-    run = Run.objects.select_for_update().filter(run_id=run_id).first()
+    run = Run.objects.filter(run_id=run_id).first()
     if run is None:
         try:
             with transaction.atomic():
                 run = Run.objects.create(project=project, run_id=run_id, last_seen_at=now)
                 Attempt.objects.create(run=run, number=1, reason=AttemptReason.FIRST, started_at=now)
         except IntegrityError:
-            # Another request created it first; wait for its lock like any later batch.
-            run = Run.objects.select_for_update().get(run_id=run_id)
+            run = Run.objects.get(run_id=run_id)  # another request created it first
     if run.project_id != project.id:
         raise RunOfAnotherProject(run_id)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [run.pk])
+        run = Run.objects.get(pk=run.pk)  # what the batch before this one left
     return run
 
 
@@ -140,23 +154,18 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now):
     received_at = now.timestamp()
     attempts = _AttemptTracker(run, now)
     series_by_key = {(s.metric, s.component): s for s in Series.objects.filter(run=run)}
+    groups = defaultdict(list)
+    for point in batch.points:
+        groups[(point[1], point[2])].append(point)
     new_series = {}
-    changed = set()
-    batch_min = {}
-    for step, metric, component, *_ in batch.points:
-        key = (metric, component)
-        if step < batch_min.get(key, step + 1):
-            batch_min[key] = step
-    batch_seen = {}  # (series key, step) -> attempt that holds it after this batch so far
-    stored = {}  # series key -> {step: newest attempt} already in the database, loaded on demand
-
-    def prior_attempt(series, key, step):
-        attempt = batch_seen.get((key, step))
-        if attempt is not None or series.pk is None:
-            return attempt
-        if key not in stored:
-            stored[key] = stored_steps(series, since=batch_min[key])
-        return stored[key].get(step)
+    for key, points in groups.items():
+        layer = next((p[5] for p in reversed(points) if p[5]), None)
+        series = series_by_key.get(key)
+        if series is None:
+            series = Series(run=run, metric=key[0], component=key[1], layer=layer or layer_for_metric(key[0]))
+            series_by_key[key] = new_series[key] = series
+        elif layer:
+            series.layer = layer
 
     writer = BlockWriter(receipt, received_at)
     phase_rows = []
@@ -183,32 +192,23 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now):
                 )
             )
 
-    for index, (step, metric, component, value, when, layer) in enumerate(batch.points):
-        apply_phases(index)
-        key = (metric, component)
-        series = series_by_key.get(key)
-        if series is None:
-            series = Series(run=run, metric=metric, component=component, layer=layer or layer_for_metric(metric))
-            series_by_key[key] = new_series[key] = series
-        elif layer and series.layer != layer:
-            series.layer = layer
-        # Steps above everything the series holds are the common case and need no look-up.
-        prior = prior_attempt(series, key, step) if step <= series.max_step else None
-        if prior == run.attempt:
-            # The job re-sent a step it already sent: it went back to a checkpoint.
-            attempts.start(step, AttemptReason.RESENT_STEP)
-        series.max_step = max(series.max_step, step)
-        series.last_time = max(series.last_time or 0.0, received_at if when is None else when)
-        batch_seen[(key, step)] = run.attempt
-        attempts.saw(step)
-        changed.add(key)
-        writer.add(series, run.attempt, step, value, when, fresh=prior is None)
-    apply_phases(len(batch.points))
+    columns = {key: tuple(zip(*points)) for key, points in groups.items()}
+    if not any(ph.phase == "restart" for ph in phases) and _only_new_steps(series_by_key, columns):
+        # The common case: no step of this batch was stored before, so none is a re-send.
+        apply_phases(len(batch.points))
+        for key, cols in columns.items():
+            series = series_by_key[key]
+            writer.add_all_fresh(series, run.attempt, cols)
+            series.max_step = max(series.max_step, max(cols[0]))
+            times = cols[4]
+            latest = max(times) if times.count(None) == 0 else max(received_at, max((t for t in times if t is not None), default=received_at))
+            series.last_time = max(series.last_time or 0.0, latest)
+            attempts.saw(series.max_step)
+    else:
+        _place_points_in_order(run, batch, series_by_key, attempts, writer, apply_phases, received_at)
 
     Series.objects.bulk_create(new_series.values())
-    Series.objects.bulk_update(
-        [series_by_key[k] for k in changed if k not in new_series], ["layer", "max_step", "last_time"], batch_size=500
-    )
+    _save_series_progress([series_by_key[k] for k in groups if k not in new_series])
     writer.write()
     Phase.objects.bulk_create(phase_rows)
     Event.objects.bulk_create(
@@ -227,3 +227,83 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now):
             for e in batch.events
         ]
     )
+
+
+def _only_new_steps(series_by_key, columns) -> bool:
+    """True when no series holds any step of this batch yet and no step repeats within it.
+
+    Steps above a series' highest step are new without a look-up; a batch that
+    arrives late (several clients, retries) costs one query on block ranges.
+    """
+    below = []
+    lo, hi = None, None
+    for key, cols in columns.items():
+        steps = cols[0]
+        if len(set(steps)) != len(steps):
+            return False
+        series = series_by_key[key]
+        first = min(steps)
+        if first <= series.max_step and series.pk is not None:
+            below.append(series.pk)
+            lo = first if lo is None else min(lo, first)
+            hi = max(steps) if hi is None else max(hi, max(steps))
+    if not below:
+        return True
+    return not Block.objects.filter(series_id__in=below, first_step__lte=hi, last_step__gte=lo).exists()
+
+
+def _save_series_progress(series_list):
+    """One statement on PostgreSQL (a batch touches every series of a run); SQLite is in-process anyway."""
+    if not series_list:
+        return
+    table = connection.ops.quote_name(Series._meta.db_table)
+    rows = [(s.pk, s.layer, s.max_step, s.last_time) for s in series_list]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            values = ", ".join(["(%s::bigint, %s::varchar, %s::bigint, %s::double precision)"] * len(rows))
+            cursor.execute(
+                f"UPDATE {table} AS s SET layer = v.layer, max_step = v.max_step, last_time = v.last_time "
+                f"FROM (VALUES {values}) AS v(id, layer, max_step, last_time) WHERE s.id = v.id",
+                [x for row in rows for x in row],
+            )
+        else:
+            cursor.executemany(
+                f"UPDATE {table} SET layer = %s, max_step = %s, last_time = %s WHERE id = %s",
+                [(layer, max_step, last_time, pk) for pk, layer, max_step, last_time in rows],
+            )
+
+
+def _place_points_in_order(run, batch, series_by_key, attempts, writer, apply_phases, received_at):
+    """The careful path: points in arrival order, detecting re-sent steps (a rewind) as they come."""
+    batch_min = {}
+    for step, metric, component, *_ in batch.points:
+        key = (metric, component)
+        if step < batch_min.get(key, step + 1):
+            batch_min[key] = step
+    batch_seen = {}  # (series key, step) -> attempt that holds it after this batch so far
+    stored = {}  # series key -> {step: newest attempt} already in the database, loaded on demand
+
+    def prior_attempt(series, key, step):
+        attempt = batch_seen.get((key, step))
+        if attempt is not None or series.pk is None:
+            return attempt
+        if key not in stored:
+            stored[key] = stored_steps(series, since=batch_min[key])
+        return stored[key].get(step)
+
+    for index, point in enumerate(batch.points):
+        apply_phases(index)
+        step, metric, component, _, when, _ = point
+        key = (metric, component)
+        series = series_by_key[key]
+        # Steps above everything the series holds need no look-up.
+        prior = prior_attempt(series, key, step) if step <= series.max_step else None
+        if prior == run.attempt:
+            # The job re-sent a step it already sent: it went back to a checkpoint.
+            attempts.start(step, AttemptReason.RESENT_STEP)
+        series.max_step = max(series.max_step, step)
+        series.last_time = max(series.last_time or 0.0, received_at if when is None else when)
+        batch_seen[(key, step)] = run.attempt
+        attempts.saw(step)
+        writer.add(series, run.attempt, point, fresh=prior is None)
+    apply_phases(len(batch.points))

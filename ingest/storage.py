@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
-from django.db.models import Q
+from django.db import connection
 
 from ingest.models import ROLLUP_WIDTH, Block, Rollup
 
@@ -96,41 +96,51 @@ class Summary:
 class BlockWriter:
     """Collects a batch's points per (series, attempt) and writes blocks and rollups.
 
-    A point is `fresh` when its step is above every step its series had stored:
-    its bucket's rollup can be merged. Anything else may replace an older
-    attempt's value, so its bucket is recomputed from the blocks.
+    A point is `fresh` when its series held no value at its step before: its
+    bucket's rollup is merged in SQL. A point that replaces an older attempt's
+    value makes its bucket `dirty`: recomputed from the blocks.
     """
 
     def __init__(self, receipt, received_at: float):
         self.receipt = receipt
         self.received_at = received_at
         # Keyed by the series object's identity: new series get their primary key only at write time.
-        self.series = {}
-        self.pending = defaultdict(list)  # (series, attempt) -> [(step, value, time)]
-        self.dirty = defaultdict(set)  # series -> buckets to recompute
-        self.fresh = defaultdict(list)  # series -> [(step, value)] merged into rollups
+        self.pending = {}  # (id(series), attempt) -> [series, points, fresh flags or None when all fresh]
+        self.dirty = defaultdict(set)  # id(series) -> buckets to recompute
 
-    def add(self, series, attempt, step, value, when, fresh):
-        key = id(series)
-        self.series[key] = series
-        self.pending[(key, attempt)].append((step, value, when))
-        if fresh:
-            self.fresh[key].append((step, value))
-        else:
-            self.dirty[key].add(step // ROLLUP_WIDTH)
+    def add_all_fresh(self, series, attempt, columns):
+        """A whole series' points of this batch, none of them stored before, as columns (zip(*points))."""
+        self.pending[(id(series), attempt)] = [series, columns, None]
+
+    def add(self, series, attempt, point, fresh):
+        entry = self.pending.get((id(series), attempt))
+        if entry is None:
+            entry = self.pending[(id(series), attempt)] = [series, [], []]
+        entry[1].append(point)
+        entry[2].append(fresh)
+        if not fresh:
+            self.dirty[id(series)].add(point[0] // ROLLUP_WIDTH)
 
     def write(self):
         blocks = []
-        for (key, attempt), points in self.pending.items():
-            series = self.series[key]
-            points.sort(key=lambda p: p[0])
-            steps = np.fromiter((p[0] for p in points), dtype=np.int64, count=len(points))
-            values = np.fromiter((p[1] for p in points), dtype=np.float64, count=len(points))
+        merges = {}  # (series, bucket) -> Summary of fresh points
+        for (key, attempt), (series, points, flags) in self.pending.items():
+            columns = points if flags is None else tuple(zip(*points))
+            steps = np.array(columns[0], dtype=np.int64)
+            values = np.array(columns[3], dtype=np.float64)
+            n = len(steps)
             times = None
-            if any(p[2] is not None for p in points):
-                times = np.fromiter(
-                    (self.received_at if p[2] is None else p[2] for p in points), dtype=np.float64, count=len(points)
-                )
+            missing = columns[4].count(None)
+            if missing == 0:
+                times = np.array(columns[4], dtype=np.float64)
+            elif missing < n:
+                received = self.received_at
+                times = np.array([received if t is None else t for t in columns[4]], dtype=np.float64)
+            fresh = np.ones(n, dtype=bool) if flags is None else np.array(flags, dtype=bool)
+            if n > 1 and np.any(steps[1:] < steps[:-1]):
+                order = np.argsort(steps, kind="stable")
+                steps, values, fresh = steps[order], values[order], fresh[order]
+                times = times[order] if times is not None else None
             summary = Summary.of(steps, values)
             blocks.append(
                 Block(
@@ -146,67 +156,82 @@ class BlockWriter:
                     data=pack(steps, values, times),
                 )
             )
+            buckets = steps // ROLLUP_WIDTH
+            if self.dirty.get(key):
+                fresh &= ~np.isin(buckets, list(self.dirty[key]))
+            if not fresh.any():
+                continue
+            if buckets[0] == buckets[-1] and fresh.all():
+                # The usual case: the block lies in one bucket, so its summary is the bucket's part.
+                merge_key = (series, int(buckets[0]))
+                merges[merge_key] = merges[merge_key].merge(summary) if merge_key in merges else summary
+                continue
+            steps, values, buckets = steps[fresh], values[fresh], buckets[fresh]
+            cuts = np.flatnonzero(buckets[1:] != buckets[:-1]) + 1
+            for lo, hi in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(steps)]))):
+                merge_key = (series, int(buckets[lo]))
+                part = Summary.of(steps[lo:hi], values[lo:hi])
+                merges[merge_key] = merges[merge_key].merge(part) if merge_key in merges else part
         Block.objects.bulk_create(blocks, batch_size=500)
-        self._write_rollups()
-
-    def _write_rollups(self):
-        merged = {}  # (series_id, bucket) -> Summary of fresh points
-        for key, points in self.fresh.items():
-            series = self.series[key]
-            by_bucket = defaultdict(list)
-            for step, value in points:
-                bucket = step // ROLLUP_WIDTH
-                if bucket not in self.dirty.get(key, ()):
-                    by_bucket[bucket].append((step, value))
-            for bucket, items in by_bucket.items():
-                steps = np.array([s for s, _ in items], dtype=np.int64)
-                values = np.array([v for _, v in items], dtype=np.float64)
-                merged[(series.id, bucket)] = Summary.of(steps, values)
-        rows = {}
-        if merged:
-            condition = Q()
-            for series_id in {sid for sid, _ in merged}:
-                buckets = [b for sid, b in merged if sid == series_id]
-                condition |= Q(series_id=series_id, bucket__gte=min(buckets), bucket__lte=max(buckets))
-            existing = {(r.series_id, r.bucket): r for r in Rollup.objects.filter(condition)}
-            for key, summary in merged.items():
-                if key in existing:
-                    summary = _rollup_summary(existing[key]).merge(summary)
-                rows[key] = summary
+        _merge_rollups([(series.pk, bucket, summary) for (series, bucket), summary in merges.items()])
+        replaced = []
         for key, buckets in self.dirty.items():
-            series = self.series[key]
-            for bucket, summary in recompute_buckets(series, buckets).items():
-                rows[(series.id, bucket)] = summary
-        Rollup.objects.bulk_create(
-            [
-                Rollup(
-                    series_id=sid,
-                    bucket=bucket,
-                    count=s.count,
-                    nonfinite_count=s.nonfinite_count,
-                    min_value=s.min_value,
-                    max_value=s.max_value,
-                    last_step=s.last_step,
-                    last_value=db_float(s.last_value),
-                )
-                for (sid, bucket), s in rows.items()
-            ],
-            update_conflicts=True,
-            unique_fields=["series", "bucket"],
-            update_fields=["count", "nonfinite_count", "min_value", "max_value", "last_step", "last_value"],
-            batch_size=500,
-        )
+            series = next(entry[0] for (k, _), entry in self.pending.items() if k == key)
+            replaced += [(series.pk, bucket, summary) for bucket, summary in recompute_buckets(series, buckets).items()]
+        _replace_rollups(replaced)
 
 
-def _rollup_summary(row: Rollup) -> Summary:
-    return Summary(
-        count=row.count,
-        nonfinite_count=row.nonfinite_count,
-        min_value=row.min_value,
-        max_value=row.max_value,
-        last_step=row.last_step,
-        last_value=from_db_float(row.last_value),
+_ROLLUP_COLUMNS = "series_id, bucket, count, nonfinite_count, min_value, max_value, last_step, last_value"
+
+
+def _rollup_params(rows):
+    params = []
+    for series_id, bucket, s in rows:
+        params += [series_id, bucket, s.count, s.nonfinite_count, s.min_value, s.max_value, s.last_step, db_float(s.last_value)]
+    return params
+
+
+def _merge_rollups(rows):
+    """Add fresh points' summaries to their buckets in one upsert: no read-modify-write."""
+    if len(rows) > 500:  # stay under the databases' bound-parameter limits
+        for start in range(0, len(rows), 500):
+            _merge_rollups(rows[start : start + 500])
+        return
+    if not rows:
+        return
+    table = connection.ops.quote_name(Rollup._meta.db_table)
+    least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+    sql = f"""
+        INSERT INTO {table} ({_ROLLUP_COLUMNS}) VALUES {values}
+        ON CONFLICT (series_id, bucket) DO UPDATE SET
+            count = {table}.count + excluded.count,
+            nonfinite_count = {table}.nonfinite_count + excluded.nonfinite_count,
+            min_value = {least}(COALESCE({table}.min_value, excluded.min_value), COALESCE(excluded.min_value, {table}.min_value)),
+            max_value = {greatest}(COALESCE({table}.max_value, excluded.max_value), COALESCE(excluded.max_value, {table}.max_value)),
+            last_value = CASE WHEN excluded.last_step >= {table}.last_step THEN excluded.last_value ELSE {table}.last_value END,
+            last_step = {greatest}({table}.last_step, excluded.last_step)
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _rollup_params(rows))
+
+
+def _replace_rollups(rows):
+    if len(rows) > 500:
+        for start in range(0, len(rows), 500):
+            _replace_rollups(rows[start : start + 500])
+        return
+    if not rows:
+        return
+    table = connection.ops.quote_name(Rollup._meta.db_table)
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+    columns = ("count", "nonfinite_count", "min_value", "max_value", "last_step", "last_value")
+    sql = (
+        f"INSERT INTO {table} ({_ROLLUP_COLUMNS}) VALUES {values} ON CONFLICT (series_id, bucket) DO UPDATE SET "
+        + ", ".join(f"{c} = excluded.{c}" for c in columns)
     )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _rollup_params(rows))
 
 
 def recompute_buckets(series, buckets) -> dict[int, Summary]:

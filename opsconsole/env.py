@@ -60,7 +60,7 @@ def database_from_url(name, url):
             f"{name}={url!r}: unsupported scheme {scheme!r} (use postgres://… or sqlite:////absolute/path.db)"
         )
     try:
-        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+        config = dj_database_url.parse(url)
     except Exception as exc:  # the library raises several types for a malformed URL
         raise ImproperlyConfigured(f"{name}={url!r} is not a valid database URL: {exc}") from None
     if scheme == "sqlite":
@@ -69,6 +69,12 @@ def database_from_url(name, url):
         config["OPTIONS"] = sqlite_options()
     elif not config.get("NAME"):
         raise ImproperlyConfigured(f"{name}={url!r}: the URL names no database")
+    else:
+        # Under ASGI every request runs its sync code in a fresh thread, and Django's
+        # connections are per thread: without a pool each request would open a new
+        # PostgreSQL connection (measured: ~25 ms of a 5,000-point batch).
+        config["CONN_MAX_AGE"] = 0
+        config["OPTIONS"] = {**config.get("OPTIONS", {}), "pool": {"min_size": 2, "max_size": env_int("DATABASE_POOL_SIZE", 10, minimum=1)}}
     return config
 
 

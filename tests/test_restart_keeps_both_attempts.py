@@ -93,3 +93,12 @@ def test_real_pythia_replay_keeps_every_attempt(token):
     with gzip.open(REAL_RUNS / "pythia-160m-seed4.ndjson.gz", "rt") as fh:
         sent = sum(1 for line in fh if '"type":"point"' in line)
     assert len(all_steps) == sent  # every point the job sent, replays included, is kept
+
+
+def test_a_late_batch_of_new_steps_is_stored_in_the_same_attempt(sender):
+    sender.post(loss_batch("r5", range(100, 200)))
+    sender.post(loss_batch("r5", range(0, 100)))  # sent earlier by another client, arrived later
+    run = sender.get("/api/v1/runs/r5/").json()
+    assert run["attempt"] == 1 and [a["rewind"] for a in run["attempts"]] == [None]
+    points = sender.get("/api/v1/runs/r5/points/", metric="loss", attempt="all").json()["points"]
+    assert [p["step"] for p in points] == list(range(200))
