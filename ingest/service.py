@@ -1,4 +1,4 @@
-"""Store one validated batch: one transaction, the run row locked, evaluation queued after commit."""
+"""Store one validated batch: one transaction under the run's ingest lock, evaluation queued after commit."""
 from __future__ import annotations
 
 import logging
@@ -200,8 +200,8 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now):
             series = series_by_key[key]
             writer.add_all_fresh(series, run.attempt, cols)
             series.max_step = max(series.max_step, max(cols[0]))
-            times = cols[4]
-            latest = max(times) if times.count(None) == 0 else max(received_at, max((t for t in times if t is not None), default=received_at))
+            sent_times = [t for t in cols[4] if t is not None]
+            latest = max(sent_times) if len(sent_times) == len(cols[4]) else max([received_at, *sent_times])
             series.last_time = max(series.last_time or 0.0, latest)
             attempts.saw(series.max_step)
     else:
