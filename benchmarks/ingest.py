@@ -798,7 +798,7 @@ def profile(args, data: RunData, n_profile: int, warmup: int):
     points = data.n_series * STEPS_PER_BATCH
     print(f"  no profiler: parse_json_batch {t_parse / n * 1000:.1f} ms + ingest_batch {t_store / n * 1000:.1f} ms "
           f"= {(t_parse + t_store) / n * 1000:.1f} ms a batch -> {points * n / (t_parse + t_store):,.0f} points/s on one core")
-    print("  inside ingest_batch, ms a batch (nested: BlockWriter.write holds Block bulk_create and _write_rollups):")
+    print("  inside ingest_batch, ms a batch (nested: BlockWriter.write holds Block bulk_create, pack and the rollup merge):")
     for label in sorted(spent, key=spent.get, reverse=True):
         print(f"    {spent[label] / n * 1000:8.1f} ms  {calls[label] / n:6.1f} calls  {label}")
     print(f"  SQL round trips, ms a batch ({sum(sql_calls.values()) / n:.0f} statements, "
@@ -896,6 +896,8 @@ def exclusive(admin_url: str):
 def main(argv=None):
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # Started in the background (nohup, `&`), Python inherits SIGINT ignored: make Ctrl-C / kill -INT stop it anyway.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     lock = exclusive(args.admin_url)  # noqa: F841  (held until the process exits)
     clients = [int(c) for c in args.clients.split(",") if c.strip()]
     t = time.perf_counter()

@@ -197,7 +197,7 @@ class Series(models.Model):
 
 
 class Block(models.Model):
-    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="blocks")
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="blocks", db_index=False)
     attempt = models.PositiveIntegerField()
     first_step = models.BigIntegerField()
     last_step = models.BigIntegerField()
@@ -210,7 +210,8 @@ class Block(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["series", "first_step"], name="block_series_step"),
+            # Every read asks "blocks of this series that reach step >= X".
+            models.Index(fields=["series", "last_step"], name="block_series_last_step"),
             models.Index(fields=["receipt"], name="block_receipt"),
         ]
 

@@ -146,6 +146,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery closes Django's connections around every task unless told to reuse them;
+# a worker evaluating a batch every few milliseconds would reconnect each time.
+CELERY_DB_REUSE_MAX = 1000
 EVALUATION_SWEEP_SECONDS = env_int("EVALUATION_SWEEP_SECONDS", 60, minimum=5)
 CELERY_BEAT_SCHEDULE = {
     "sweep-unevaluated-batches": {
