@@ -49,7 +49,7 @@ def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
             seen = BatchReceipt.objects.filter(run=run, batch_id=batch.batch_id).first()
             if seen is not None:
                 return IngestResult(run.run_id, seen.points, seen.events, seen.phases, True, seen.id)
-        steps = [p[0] for p in batch.points] + [e.step for e in batch.events] + [ph.step for ph in batch.phases]
+        point_steps = [p[0] for p in batch.points]
         receipt = BatchReceipt.objects.create(
             run=run,
             batch_id=batch.batch_id,
@@ -57,10 +57,13 @@ def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
             points=len(batch.points),
             events=len(batch.events),
             phases=len(batch.phases),
-            min_step=min((p[0] for p in batch.points), default=None),
-            max_step=max((p[0] for p in batch.points), default=None),
+            min_step=min(point_steps, default=None),
+            max_step=max(point_steps, default=None),
         )
-        _update_identity(run, batch.run, receipt, min(steps, default=run.max_step), now)
+        arrival_steps = [e.step for e in batch.events] + [ph.step for ph in batch.phases]
+        if receipt.min_step is not None:
+            arrival_steps.append(receipt.min_step)
+        _update_identity(run, batch.run, receipt, min(arrival_steps, default=run.max_step), now)
         _store_telemetry(run, batch, receipt, now)
         run.last_seen_at = now
         # Only what ingest owns: status and last_step belong to evaluation, which may write them meanwhile.

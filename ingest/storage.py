@@ -34,13 +34,18 @@ def from_db_float(value: float | None) -> float:
     return math.nan if value is None else value
 
 
+def _deltas(a: np.ndarray) -> bytes:
+    out = np.empty(len(a), dtype="<i8")
+    out[0] = a[0]
+    np.subtract(a[1:], a[:-1], out=out[1:])
+    return out.tobytes()
+
+
 def pack(steps: np.ndarray, values: np.ndarray, times: np.ndarray | None) -> bytes:
     n = len(steps)
-    deltas = np.diff(steps, prepend=np.int64(0)).astype("<i8")
-    parts = [_HEADER.pack(_HAS_TIMES if times is not None else 0, n), deltas.tobytes(), values.astype("<f8").tobytes()]
+    parts = [_HEADER.pack(_HAS_TIMES if times is not None else 0, n), _deltas(steps), values.astype("<f8").tobytes()]
     if times is not None:
-        micros = np.round(times * 1e6).astype("<i8")
-        parts.append(np.diff(micros, prepend=np.int64(0)).astype("<i8").tobytes())
+        parts.append(_deltas(np.round(times * 1e6).astype(np.int64)))
     return zlib.compress(b"".join(parts), 1)
 
 
@@ -67,16 +72,17 @@ class Summary:
 
     @classmethod
     def of(cls, steps: np.ndarray, values: np.ndarray) -> Summary:
+        """Summary of points; `steps` must be sorted (the last point is the latest step)."""
         finite = np.isfinite(values)
-        nfinite = int(finite.sum())
-        last = int(np.argmax(steps))
+        nfinite = int(np.count_nonzero(finite))
+        kept = values if nfinite == len(values) else values[finite]
         return cls(
             count=len(values),
             nonfinite_count=len(values) - nfinite,
-            min_value=float(values[finite].min()) if nfinite else None,
-            max_value=float(values[finite].max()) if nfinite else None,
-            last_step=int(steps[last]),
-            last_value=float(values[last]),
+            min_value=float(kept.min()) if nfinite else None,
+            max_value=float(kept.max()) if nfinite else None,
+            last_step=int(steps[-1]),
+            last_value=float(values[-1]),
         )
 
     def merge(self, other: Summary) -> Summary:
@@ -172,13 +178,30 @@ class BlockWriter:
                 merge_key = (series, int(buckets[lo]))
                 part = Summary.of(steps[lo:hi], values[lo:hi])
                 merges[merge_key] = merges[merge_key].merge(part) if merge_key in merges else part
-        Block.objects.bulk_create(blocks, batch_size=500)
+        _insert_blocks(blocks)
         _merge_rollups([(series.pk, bucket, summary) for (series, bucket), summary in merges.items()])
         replaced = []
         for key, buckets in self.dirty.items():
             series = next(entry[0] for (k, _), entry in self.pending.items() if k == key)
             replaced += [(series.pk, bucket, summary) for bucket, summary in recompute_buckets(series, buckets).items()]
         _replace_rollups(replaced)
+
+
+_BLOCK_COLUMNS = ("series_id", "attempt", "first_step", "last_step", "count", "nonfinite_count", "min_value", "max_value", "receipt_id", "data")
+
+
+def _insert_blocks(blocks):
+    """COPY on PostgreSQL: a batch's blocks are tens of kilobytes of bytea, and COPY skips
+    building and parsing a 500-parameter INSERT (measured: ~8 ms of a 5,000-point batch)."""
+    if connection.vendor != "postgresql":
+        Block.objects.bulk_create(blocks, batch_size=500)
+        return
+    table = connection.ops.quote_name(Block._meta.db_table)
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f"COPY {table} ({', '.join(_BLOCK_COLUMNS)}) FROM STDIN") as copy:
+            for b in blocks:
+                copy.write_row((b.series_id, b.attempt, b.first_step, b.last_step, b.count, b.nonfinite_count,
+                                b.min_value, b.max_value, b.receipt_id, b.data))
 
 
 _ROLLUP_COLUMNS = "series_id, bucket, count, nonfinite_count, min_value, max_value, last_step, last_value"
