@@ -94,6 +94,11 @@ def locked_run(project, batch: Batch, now) -> Run:
     all writers anyway.
     """
     run_id = batch.run_id
+    if connection.vendor == "postgresql":
+        # Keyed by the id's hash, so the lock comes before the run's row is even read:
+        # concurrent first batches of a new run queue here instead of racing to create it.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [run_id])
     run = Run.objects.filter(run_id=run_id).first()
     if run is None:
         try:
@@ -101,13 +106,9 @@ def locked_run(project, batch: Batch, now) -> Run:
                 run = Run.objects.create(project=project, run_id=run_id, last_seen_at=now)
                 Attempt.objects.create(run=run, number=1, reason=AttemptReason.FIRST, started_at=now)
         except IntegrityError:
-            run = Run.objects.get(run_id=run_id)  # another request created it first
+            run = Run.objects.get(run_id=run_id)  # created meanwhile (SQLite: another process)
     if run.project_id != project.id:
         raise RunOfAnotherProject(run_id)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [run.pk])
-        run = Run.objects.get(pk=run.pk)  # what the batch before this one left
     return run
 
 
