@@ -216,45 +216,34 @@ def _rollup_params(rows):
 
 def _merge_rollups(rows):
     """Add fresh points' summaries to their buckets in one upsert: no read-modify-write."""
-    if len(rows) > 500:  # stay under the databases' bound-parameter limits
-        for start in range(0, len(rows), 500):
-            _merge_rollups(rows[start : start + 500])
-        return
-    if not rows:
-        return
-    table = connection.ops.quote_name(Rollup._meta.db_table)
+    t = connection.ops.quote_name(Rollup._meta.db_table)
     least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
-    sql = f"""
-        INSERT INTO {table} ({_ROLLUP_COLUMNS}) VALUES {values}
-        ON CONFLICT (series_id, bucket) DO UPDATE SET
-            count = {table}.count + excluded.count,
-            nonfinite_count = {table}.nonfinite_count + excluded.nonfinite_count,
-            min_value = {least}(COALESCE({table}.min_value, excluded.min_value), COALESCE(excluded.min_value, {table}.min_value)),
-            max_value = {greatest}(COALESCE({table}.max_value, excluded.max_value), COALESCE(excluded.max_value, {table}.max_value)),
-            last_value = CASE WHEN excluded.last_step >= {table}.last_step THEN excluded.last_value ELSE {table}.last_value END,
-            last_step = {greatest}({table}.last_step, excluded.last_step)
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, _rollup_params(rows))
+    _upsert_rollups(rows, f"""
+        count = {t}.count + excluded.count,
+        nonfinite_count = {t}.nonfinite_count + excluded.nonfinite_count,
+        min_value = {least}(COALESCE({t}.min_value, excluded.min_value), COALESCE(excluded.min_value, {t}.min_value)),
+        max_value = {greatest}(COALESCE({t}.max_value, excluded.max_value), COALESCE(excluded.max_value, {t}.max_value)),
+        last_value = CASE WHEN excluded.last_step >= {t}.last_step THEN excluded.last_value ELSE {t}.last_value END,
+        last_step = {greatest}({t}.last_step, excluded.last_step)""")
 
 
 def _replace_rollups(rows):
-    if len(rows) > 500:
-        for start in range(0, len(rows), 500):
-            _replace_rollups(rows[start : start + 500])
-        return
-    if not rows:
-        return
-    table = connection.ops.quote_name(Rollup._meta.db_table)
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+    """Buckets recomputed from the blocks replace what was there."""
     columns = ("count", "nonfinite_count", "min_value", "max_value", "last_step", "last_value")
-    sql = (
-        f"INSERT INTO {table} ({_ROLLUP_COLUMNS}) VALUES {values} ON CONFLICT (series_id, bucket) DO UPDATE SET "
-        + ", ".join(f"{c} = excluded.{c}" for c in columns)
-    )
+    _upsert_rollups(rows, ", ".join(f"{c} = excluded.{c}" for c in columns))
+
+
+def _upsert_rollups(rows, on_conflict_set):
+    table = connection.ops.quote_name(Rollup._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(sql, _rollup_params(rows))
+        for start in range(0, len(rows), 500):  # stay under the databases' bound-parameter limits
+            chunk = rows[start : start + 500]
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
+            cursor.execute(
+                f"INSERT INTO {table} ({_ROLLUP_COLUMNS}) VALUES {values} "
+                f"ON CONFLICT (series_id, bucket) DO UPDATE SET {on_conflict_set}",
+                _rollup_params(chunk),
+            )
 
 
 def recompute_buckets(series, buckets) -> dict[int, Summary]:

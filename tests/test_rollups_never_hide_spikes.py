@@ -80,3 +80,15 @@ def test_random_batches_with_replays_keep_rollups_equal_to_the_points(sender):
             expected.count, expected.nonfinite_count, expected.min_value, expected.max_value, expected.last_step)
         assert np.array([from_db_float(row.last_value)]).tobytes() == np.array([expected.last_value]).tobytes() or (
             math.isnan(expected.last_value) and row.last_value is None)
+
+
+def test_a_batch_touching_more_buckets_than_one_statement_holds_is_summarised_whole(sender):
+    points = [{"step": b * ROLLUP_WIDTH, "metric": "loss", "value": float(b)} for b in range(1200)]
+    assert sender.post({"run": {"id": "sparse"}, "points": points}).status_code == 202
+    _, rows = rollups("sparse")
+    assert len(rows) == 1200 and all(rows[b].max_value == float(b) for b in range(1200))
+    # and again out of order, which takes the recompute path for every bucket
+    points = [{"step": b * ROLLUP_WIDTH, "metric": "loss", "value": -float(b)} for b in range(1200)]
+    assert sender.post({"run": {"id": "sparse"}, "points": points}).status_code == 202
+    _, rows = rollups("sparse")
+    assert all(rows[b].min_value == -float(b) and rows[b].count == 1 for b in range(1200))
