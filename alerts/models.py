@@ -1,1 +1,108 @@
-# Alert rules, alerts and their state-change rows arrive with the alerting engine.
+"""Alert rules with their governance fields, and every revision of each rule."""
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from alerts import governance
+
+
+class RuleKind(models.TextChoices):
+    NONFINITE = "nonfinite"
+    THRESHOLD = "threshold"
+    BAND = "band"
+    ABSENCE = "absence"
+    EVENT = "event"
+    DIVERGENCE = "divergence"
+
+
+class PermittedResponse(models.TextChoices):
+    OBSERVE = "observe"
+    NOTIFY = "notify"
+    REVIEW = "review"
+    STOP = "stop"
+    REWIND = "rewind"
+
+
+class Rule(models.Model):
+    project = models.ForeignKey("ingest.Project", on_delete=models.CASCADE, related_name="rules")
+    name = models.SlugField(max_length=100)
+    kind = models.CharField(max_length=16, choices=RuleKind.choices)
+    description = models.TextField(blank=True)
+    # Governance: required, non-empty, on every path (see alerts/governance.py).
+    owner = models.CharField(max_length=300)
+    scope = models.JSONField()
+    persistence = models.JSONField()
+    diagnostic_url = models.CharField(max_length=500)  # http(s) URL, checked by alerts/governance.py
+    permitted_response = models.CharField(max_length=16, choices=PermittedResponse.choices)
+    # Kind-specific settings (a threshold, a band's width, …).
+    params = models.JSONField(default=dict, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="rule_unique_name"),
+            models.CheckConstraint(condition=~Q(owner=""), name="rule_owner_required"),
+            models.CheckConstraint(condition=~Q(diagnostic_url=""), name="rule_diagnostic_url_required"),
+            models.CheckConstraint(condition=~Q(scope={}) & Q(scope__isnull=False), name="rule_scope_required"),
+            models.CheckConstraint(condition=~Q(persistence={}) & Q(persistence__isnull=False), name="rule_persistence_required"),
+            models.CheckConstraint(
+                condition=Q(permitted_response__in=[r for r in PermittedResponse.values if r not in governance.AUTOMATIC_RESPONSES])
+                | Q(permitted_response__in=governance.AUTOMATIC_RESPONSES, kind__in=governance.HARD_INVARIANT_KINDS),
+                name="rule_response_allowed",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.project}/{self.name}"
+
+    def clean(self):
+        errors = governance.governance_errors(
+            kind=self.kind,
+            owner=self.owner,
+            scope=self.scope,
+            persistence=self.persistence,
+            diagnostic_url=self.diagnostic_url,
+            permitted_response=self.permitted_response,
+        )
+        if errors:
+            raise ValidationError(errors)
+
+    def snapshot(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "description": self.description,
+            "owner": self.owner,
+            "scope": self.scope,
+            "persistence": self.persistence,
+            "diagnostic_url": self.diagnostic_url,
+            "permitted_response": self.permitted_response,
+            "params": self.params,
+            "enabled": self.enabled,
+        }
+
+
+class RevisionAction(models.TextChoices):
+    CREATED = "created"
+    UPDATED = "updated"
+    DELETED = "deleted"
+
+
+class RuleRevision(models.Model):
+    """One row per change of a rule: who, when, and the rule as it then stood."""
+
+    rule = models.ForeignKey(Rule, on_delete=models.SET_NULL, null=True, related_name="revisions")
+    project = models.ForeignKey("ingest.Project", on_delete=models.CASCADE)
+    rule_name = models.CharField(max_length=100)
+    action = models.CharField(max_length=16, choices=RevisionAction.choices)
+    snapshot = models.JSONField()
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    source = models.CharField(max_length=32)  # api, admin, console, load_rules
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]

@@ -51,3 +51,27 @@ class ProjectTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return 'Bearer realm="warning-light"'
+
+
+class PersonalTokenAuthentication(authentication.BaseAuthentication):
+    """`Bearer wlu_…`: a user's personal API token (manage.py api_token); other bearer tokens pass through."""
+
+    def authenticate(self, request):
+        from opsconsole.models import PersonalToken
+
+        header = request.META.get("HTTP_AUTHORIZATION") or ""
+        scheme, _, raw = header.partition(" ")
+        raw = raw.strip()
+        if scheme.lower() != "bearer" or not raw.startswith(PersonalToken.PREFIX):
+            return None
+        token = (
+            PersonalToken.objects.select_related("user")
+            .filter(token_hash=hash_token(raw), revoked_at__isnull=True, user__is_active=True)
+            .first()
+        )
+        if token is None:
+            raise exceptions.AuthenticationFailed("unknown or revoked token")
+        return token.user, token
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="warning-light"'

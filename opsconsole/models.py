@@ -18,3 +18,25 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.user} in {self.project} ({self.role})"
+
+
+class PersonalToken(models.Model):
+    """A user's API token for scripts: it acts with that user's roles. Only its hash is stored."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    token_hash = models.CharField(max_length=64, unique=True)
+    hint = models.CharField(max_length=16)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    PREFIX = "wlu_"
+
+    @classmethod
+    def issue(cls, user):
+        import secrets
+
+        from ingest.models import hash_token
+
+        raw = cls.PREFIX + secrets.token_urlsafe(32)
+        token = cls.objects.create(user=user, token_hash=hash_token(raw), hint=raw[:11])
+        return token, raw

@@ -1,6 +1,7 @@
 """One answer to "may this caller see this project?" for pages, the API and websockets."""
 from ingest.auth import ProjectTokenUser
 from ingest.models import Project, Run
+from opsconsole.models import Membership, Role
 
 
 def visible_projects(user):
@@ -15,3 +16,16 @@ def visible_projects(user):
 
 def visible_runs(user):
     return Run.objects.filter(project__in=visible_projects(user)).select_related("project")
+
+
+def role_in(user, project) -> str | None:
+    """The user's role in the project (superusers act as rule admins); None for outsiders and job tokens."""
+    if user is None or not user.is_authenticated or isinstance(user, ProjectTokenUser):
+        return None
+    if user.is_superuser:
+        return Role.RULE_ADMIN
+    return Membership.objects.filter(user=user, project=project).values_list("role", flat=True).first()
+
+
+def can_edit_rules(user, project) -> bool:
+    return role_in(user, project) == Role.RULE_ADMIN

@@ -122,6 +122,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = None
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "ingest.auth.PersonalTokenAuthentication",
         "ingest.auth.ProjectTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],

@@ -2,9 +2,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.routers import SimpleRouter
+
+from alerts.views import RuleViewSet
 
 from ingest import views as ingest_views
 from ingest.alertmanager import AlertmanagerView
+
+router = SimpleRouter()
+router.register("rules", RuleViewSet, basename="rule")
 
 api_v1 = [
     path("ingest", ingest_views.IngestView.as_view(), name="ingest"),
@@ -14,6 +20,7 @@ api_v1 = [
     path("runs/<path:run_id>/points/", ingest_views.PointsView.as_view(), name="run-points"),
     path("runs/<path:run_id>/events/", ingest_views.EventsView.as_view(), name="run-events"),
     path("runs/<path:run_id>/", ingest_views.RunDetailView.as_view(), name="run-detail"),
+    *router.urls,
 ]
 
 urlpatterns = [

@@ -1,0 +1,32 @@
+"""Creating, editing and deleting rules: every path goes through here, and every change is a revision row."""
+from django.db import transaction
+
+from alerts.models import RevisionAction, Rule, RuleRevision
+
+
+def _revision(rule, action, user, source):
+    RuleRevision.objects.create(
+        rule=rule if action != RevisionAction.DELETED else None,
+        project=rule.project,
+        rule_name=rule.name,
+        action=action,
+        snapshot=rule.snapshot(),
+        changed_by=user if getattr(user, "pk", None) else None,
+        source=source,
+    )
+
+
+def save_rule(rule: Rule, *, user=None, source: str) -> Rule:
+    """Validate (governance included) and save, recording the revision in the same transaction."""
+    rule.full_clean()
+    action = RevisionAction.UPDATED if rule.pk else RevisionAction.CREATED
+    with transaction.atomic():
+        rule.save()
+        _revision(rule, action, user, source)
+    return rule
+
+
+def delete_rule(rule: Rule, *, user=None, source: str):
+    with transaction.atomic():
+        _revision(rule, RevisionAction.DELETED, user, source)
+        rule.delete()
