@@ -377,7 +377,10 @@ def fast_point(obj, names):
             return None
         expected += 1
     if when is not None:
-        if type(when) not in (float, int) or not 0 <= when < math.inf:
+        if type(when) is float:
+            if not 0 <= when < math.inf:
+                return None
+        elif type(when) is not int or not 0 <= when <= _FLOAT_EXACT_INT:
             return None
         when = float(when)
         expected += 1

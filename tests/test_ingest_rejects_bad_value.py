@@ -66,3 +66,15 @@ def test_ndjson_value_null_is_rejected_at_its_line(sender):
     message = assert_rejected(response, 400, "lines[2].value", "value must be a number", "null")
     assert message.startswith("line 2:")
     assert_nothing_stored(sender, before)
+
+
+def test_time_beyond_the_float_range_is_a_400_not_a_crash(sender):
+    from tests.conftest import stored_counts
+
+    before = stored_counts()
+    body = ('{"run": {"id": "huge-time"}, "points": [{"step": 1, "metric": "loss", "value": 1.0},'
+            ' {"step": 2, "metric": "loss", "value": 1.0, "time": 1' + "0" * 400 + "}]}")
+    response = sender.post(body)
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["path"] == "points[1].time"
+    assert stored_counts() == before
