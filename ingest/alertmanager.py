@@ -19,6 +19,7 @@ from ingest.auth import ProjectTokenAuthentication
 from ingest.contract import COMPONENT_RE, CONDITIONS, RUN_ID_RE, Batch, ContractError, check_body_size, loads
 from ingest.models import BatchReceipt, Condition, Event, EventSource, Layer, Run
 from ingest.service import RunOfAnotherProject, locked_run, queue_evaluation
+from ingest.views import HasProjectToken, request_body
 
 
 
@@ -151,17 +152,13 @@ class AlertmanagerView(APIView):
     authentication_classes = [ProjectTokenAuthentication]
     parser_classes = []
 
-    def get_permissions(self):
-        from ingest.views import HasProjectToken
-
-        return [HasProjectToken()]
+    permission_classes = [HasProjectToken]
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses={202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT})
     def post(self, request):
         """Prometheus Alertmanager webhook receiver (payload version 4)."""
         try:
-            check_body_size(int(request.META.get("CONTENT_LENGTH") or 0))
-            alerts = parse_webhook(request._request.body, unassigned_run_id(request.user.project))
+            alerts = parse_webhook(request_body(request), unassigned_run_id(request.user.project))
             stored = store_alerts(request.user.project, alerts)
         except ContractError as exc:
             return Response({"errors": exc.errors}, status=exc.status)
