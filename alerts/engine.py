@@ -1,13 +1,13 @@
-"""Evaluation of one stored batch.
+"""Evaluation of one stored batch: rules first, then the run's last step and status.
 
-For now it advances the run's last evaluated step and its status; rules and
-alerts plug in here. It must stay idempotent: evaluating the same batch twice
-changes nothing the second time.
+It must stay idempotent: the task claims the batch and marks it evaluated in
+the same transaction, so a batch is judged once even if a worker dies.
 """
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
+from alerts.evaluation import evaluate_rules
 from ingest.models import Run, RunStatus
 
 
@@ -18,10 +18,12 @@ def evaluate(receipt):
         updates["last_step"] = Greatest(Coalesce(F("last_step"), Value(-1)), Value(receipt.max_step))
     Run.objects.filter(pk=receipt.run_id).update(**updates)
     run = Run.objects.get(pk=receipt.run_id)
+    alerting = evaluate_rules(receipt, run)
     budget_steps = (run.budget or {}).get("steps")
-    if budget_steps and run.last_step is not None and run.last_step >= budget_steps:
+    if alerting:
+        status = RunStatus.ALERTING
+    elif budget_steps and run.last_step is not None and run.last_step >= budget_steps:
         status = RunStatus.FINISHED
     else:
         status = RunStatus.HEALTHY
-    # Conditional update: a run already marked alerting by a rule keeps that state.
-    Run.objects.filter(pk=run.pk).exclude(status__in=[status, RunStatus.ALERTING]).update(status=status)
+    Run.objects.filter(pk=run.pk).exclude(status=status).update(status=status)

@@ -106,3 +106,84 @@ class RuleRevision(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+
+class AlertState(models.TextChoices):
+    FIRING = "firing"
+    ACKNOWLEDGED = "acknowledged"
+    RESOLVED = "resolved"
+    MUTED = "muted"
+
+
+class Verdict(models.TextChoices):
+    ACTIONABLE = "actionable"
+    FALSE_ALARM = "false_alarm"
+
+
+class Alert(models.Model):
+    """One incident of a rule on one component of one run: repeats extend it, it never duplicates."""
+
+    rule = models.ForeignKey(Rule, on_delete=models.PROTECT, related_name="alerts")
+    run = models.ForeignKey("ingest.Run", on_delete=models.CASCADE, related_name="alerts")
+    component = models.CharField(max_length=256, blank=True)  # "" = the whole run
+    metric = models.CharField(max_length=128, blank=True)
+    condition = models.CharField(max_length=16, blank=True)  # for event-based alerts
+    first_step = models.BigIntegerField()
+    last_step = models.BigIntegerField()
+    magnitude = models.FloatField(null=True)
+    magnitude_unit = models.CharField(max_length=64)
+    phase = models.CharField(max_length=64, blank=True)  # phase in effect at the first step
+    state = models.CharField(max_length=16, choices=AlertState.choices, default=AlertState.FIRING)
+    verdict = models.CharField(max_length=16, choices=Verdict.choices, null=True, blank=True)
+    fired_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["fired_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "run", "component"], condition=~Q(state="resolved"), name="alert_one_open_per_component"
+            )
+        ]
+
+
+class ChangeKind(models.TextChoices):
+    FIRED = "fired"
+    EXTENDED = "extended"
+    RESOLVED = "resolved"
+    ACKNOWLEDGED = "acknowledged"
+    VERDICT = "verdict"
+    MUTED = "muted"
+
+
+class AlertChange(models.Model):
+    """Every state change of an alert is its own row: history and audit are plain queries."""
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="changes")
+    kind = models.CharField(max_length=16, choices=ChangeKind.choices)
+    step = models.BigIntegerField(null=True)
+    at = models.DateTimeField()
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    receipt = models.ForeignKey("ingest.BatchReceipt", null=True, blank=True, on_delete=models.SET_NULL)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class RuleProgress(models.Model):
+    """How long a rule's condition has held (or been clear) on one series of a run: the persistence state."""
+
+    rule = models.ForeignKey(Rule, on_delete=models.CASCADE)
+    run = models.ForeignKey("ingest.Run", on_delete=models.CASCADE)
+    component = models.CharField(max_length=256, blank=True)
+    metric = models.CharField(max_length=128, blank=True)
+    held_points = models.PositiveIntegerField(default=0)
+    held_since_step = models.BigIntegerField(null=True)
+    held_since_time = models.FloatField(null=True)
+    clear_points = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["rule", "run", "component", "metric"], name="progress_unique_series")
+        ]

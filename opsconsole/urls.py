@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
+from alerts.alert_views import AlertListView
 from alerts.views import RuleViewSet
 
 from ingest import views as ingest_views
@@ -20,6 +21,7 @@ api_v1 = [
     path("runs/<path:run_id>/points/", ingest_views.PointsView.as_view(), name="run-points"),
     path("runs/<path:run_id>/events/", ingest_views.EventsView.as_view(), name="run-events"),
     path("runs/<path:run_id>/", ingest_views.RunDetailView.as_view(), name="run-detail"),
+    path("alerts/", AlertListView.as_view(), name="alerts"),
     *router.urls,
 ]
 
