@@ -34,28 +34,13 @@ from ingest.contract import (
     parse_ndjson,
 )
 
+from tests.test_contract_examples_roundtrip import CONTRACT_BATCH
+
 SCHEMA_PATH = Path(__file__).parent / "data" / "ingest-v1.schema.json"
 # sha256 of /work/shared/spec/ingest-v1.schema.json when it was copied; v1 never changes.
 SCHEMA_SHA256 = "773fb3707780f099474346fa797df02646f5a95839877a876d8c2f4d3b6196a3"
 
-EXAMPLE = {
-    "batch_id": "job-7:000123",
-    "run": {
-        "id": "llama-ft-7",
-        "name": "Llama fine-tune, lr 3e-4",
-        "code_rev": "9f2c1e0",
-        "data_snapshot": "corpus-2026-11-01",
-        "config": {"lr": 0.0003, "batch_size": 512},
-        "budget": {"steps": 100000, "gpu_hours": 512.0},
-        "tags": {"team": "pretrain", "cluster": "a"},
-    },
-    "phases": [{"step": 0, "phase": "warmup"}, {"step": 2000, "phase": "steady"}],
-    "points": [
-        {"step": 39553, "metric": "loss", "value": 2.31},
-        {"step": 39553, "metric": "grad_norm", "component": "layers.3.attn", "value": "NaN", "time": 1764400000.5},
-    ],
-    "events": [{"step": 39553, "component": "node1", "condition": "oscillating", "magnitude": 7.674}],
-}
+EXAMPLE = CONTRACT_BATCH  # the contract's own example batch
 
 
 def with_(path, value, base=EXAMPLE):
