@@ -89,7 +89,7 @@ def locked_run(project, batch: Batch, now) -> Run:
 
     Batches of one run are stored one at a time (attempts and rewinds depend on
     order). On PostgreSQL the lock is a transaction-level advisory lock keyed
-    by the run, not the run's row, so evaluation can update the row's status
+    by the run id's hash, not the run's row, so evaluation can update the row's status
     while a batch is being stored; SQLite's IMMEDIATE transactions serialize
     all writers anyway.
     """

@@ -48,7 +48,7 @@ def test_request_without_a_content_type_header_is_rejected(sender, token):
 
 def test_json_with_a_charset_parameter_is_accepted(sender):
     # Control: the media type is compared without its parameters.
-    before = seed_run(sender)
+    seed_run(sender)
     response = sender.post(BODY, content_type="application/json; charset=utf-8")
     assert response.status_code == 202, response.content
     loss = sender.get(f"/api/v1/runs/{RUN_ID}/points/", metric="loss").json()["points"]

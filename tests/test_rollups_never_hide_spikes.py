@@ -58,7 +58,7 @@ def test_rollups_follow_the_newest_attempt_after_a_rewind(sender):
 def test_random_batches_with_replays_keep_rollups_equal_to_the_points(sender):
     rng = random.Random(7)
     sent_upto = 0
-    for index in range(25):
+    for _ in range(25):
         if sent_upto and rng.random() < 0.2:
             start = rng.randrange(max(0, sent_upto - 300), sent_upto)  # a replay
         else:

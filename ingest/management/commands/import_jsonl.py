@@ -78,7 +78,7 @@ class Command(BaseCommand):
         batches = []
         with _open(file) as fh:
             numbered = ((number, line.rstrip(b"\r\n")) for number, line in enumerate(fh, start=1))
-            for index, (run_id, chunk) in enumerate(split_requests(numbered)):
+            for index, (_, chunk) in enumerate(split_requests(numbered)):
                 body = b"\n".join(raw for _, raw in chunk)
                 try:
                     # Deterministic batch ids: importing the same file twice stores it once.
