@@ -27,6 +27,7 @@ def alert_as_dict(alert: Alert) -> dict:
         "condition": alert.condition or None,
         "step": alert.first_step,
         "last_step": alert.last_step,
+        "fired_step": alert.fired_step,
         "magnitude": None if alert.magnitude is None else wire_value(alert.magnitude),
         "magnitude_unit": alert.magnitude_unit,
         "phase": alert.phase or None,

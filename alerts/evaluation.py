@@ -2,21 +2,26 @@
 
 Runs inside the evaluation task's transaction, which also marks the batch
 evaluated, so a batch's points are judged exactly once even if a worker dies.
-Kinds evaluated so far: nonfinite, threshold, event.
+Points are judged in arrival order; each kind turns a series' new points into
+"held" flags (and a magnitude), and one persistence loop turns flags into
+alerts.
 """
 from fnmatch import fnmatchcase
 
 import numpy as np
 from django.utils import timezone
 
+from alerts.bands import Band, BandParams, band_at, envelope, reference_band
 from alerts.models import Alert, AlertChange, AlertState, ChangeKind, Rule, RuleKind, RuleProgress
-from ingest.models import Block, Event
+from ingest.models import Attempt, Block, Event, Run, Series
 from ingest.phases import phase_spans
-from ingest.storage import unpack
+from ingest.storage import read_points, unpack
 
-# Threshold rules stay quiet in these phases unless their scope names phases itself.
+# Threshold and band rules stay quiet in these phases unless their scope names phases itself.
 DEFAULT_SKIPPED_PHASES = {"warmup", "eval", "checkpoint", "restart", "data_refresh"}
-POINT_KINDS = (RuleKind.NONFINITE, RuleKind.THRESHOLD)
+# After these the run's own history no longer describes it (new data); bands start again.
+RESET_PHASES = {"data_refresh"}
+POINT_KINDS = (RuleKind.NONFINITE, RuleKind.THRESHOLD, RuleKind.BAND, RuleKind.ABSENCE, RuleKind.DIVERGENCE)
 
 
 def _run_selected(rule, run) -> bool:
@@ -25,6 +30,8 @@ def _run_selected(rule, run) -> bool:
 
 
 def _series_selected(rule, metric, component, layer) -> bool:
+    if rule.kind == RuleKind.DIVERGENCE:
+        return metric == rule.params.get("validation", "val_loss") and component == ""
     metrics = rule.scope.get("metrics") or []
     if not any(fnmatchcase(metric, pattern) for pattern in metrics):
         return False
@@ -33,42 +40,286 @@ def _series_selected(rule, metric, component, layer) -> bool:
     return rule.scope.get("layer") in (None, layer)
 
 
-class _PhaseLookup:
+# A run that declares a step budget but never a warmup phase is taken to warm up for
+# this share of its budget (the GPT-NeoX and Megatron default), so its first loss
+# spikes at peak learning rate are judged as warmup, not as training.
+IMPLICIT_WARMUP_SHARE = 0.01
+
+
+class _Phases:
+    """Which phase span holds at each step, and the latest restart / data refresh at or before it."""
+
     def __init__(self, run):
         self.spans = phase_spans(run)
-        self.starts = [s.start for s in self.spans]
+        budget = (run.budget or {}).get("steps")
+        self.implicit_warmup_end = -1
+        if budget and not any(s.kind == "warmup" for s in self.spans):
+            self.implicit_warmup_end = int(np.ceil(IMPLICIT_WARMUP_SHARE * budget))
+        self.starts = np.array([s.start for s in self.spans], dtype=np.int64)
+        baseline, restart, reset = [], [], []
+        last_kind, last_restart, last_reset = "steady", -1, -1
+        for span in self.spans:
+            if span.kind == "restart":
+                last_restart = span.start
+            else:
+                last_kind = span.kind
+            if span.kind in RESET_PHASES:
+                last_reset = span.start
+            # A restart continues whatever ran before it: judge it against that history.
+            baseline.append(last_kind)
+            restart.append(last_restart)
+            reset.append(last_reset)
+        self.baseline = np.array(baseline or ["steady"], dtype=object)
+        self.restart = np.array(restart or [-1], dtype=np.int64)
+        self.reset = np.array(reset or [-1], dtype=np.int64)
 
     def at(self, step):
         index = int(np.searchsorted(self.starts, step, side="right")) - 1
         return self.spans[index] if index >= 0 else None
 
+    def of(self, steps):
+        """Per step: phase kind, baseline kind, span start, latest restart start, latest reset start (-1 = none)."""
+        n = len(steps)
+        if self.spans:
+            index = np.searchsorted(self.starts, steps, side="right") - 1
+            before = index < 0
+            safe = np.maximum(index, 0)
+            kinds = np.array([s.kind for s in self.spans], dtype=object)[safe]
+            kinds[before] = "steady"
+            baseline = self.baseline[safe]
+            baseline[before] = "steady"
+            span_start = np.where(before, -1, self.starts[safe])
+            restart = np.where(before, -1, self.restart[safe])
+            reset = np.where(before, -1, self.reset[safe])
+        else:
+            kinds, baseline = np.full(n, "steady", dtype=object), np.full(n, "steady", dtype=object)
+            span_start = restart = reset = np.full(n, -1, dtype=np.int64)
+        if self.implicit_warmup_end > 0:
+            warming = steps < self.implicit_warmup_end
+            kinds[warming] = baseline[warming] = "warmup"
+            span_start = np.where(warming, 0, np.maximum(span_start, self.implicit_warmup_end))
+        return kinds, baseline, span_start, restart, reset
 
-def _held(rule, value, phase):
-    """(condition holds, magnitude, unit) for one point."""
-    if rule.kind == RuleKind.NONFINITE:
-        return (not np.isfinite(value)), None, "non-finite points in a row"
-    kind = phase.kind if phase else "steady"
+
+def _phase_allowed(rule, kinds):
     phases = rule.scope.get("phases")
-    if (kind not in phases) if phases else (kind in DEFAULT_SKIPPED_PHASES):
-        return False, None, ""
+    if phases:
+        return np.isin(kinds, list(phases))
+    return ~np.isin(kinds, list(DEFAULT_SKIPPED_PHASES))
+
+
+class Flags:
+    """What a kind decided for each new point of a series."""
+
+    def __init__(self, n, unit=""):
+        self.held = np.zeros(n, dtype=bool)
+        self.magnitude = np.full(n, np.nan)
+        self.unit = unit
+
+
+def _threshold(rule, steps, values, info):
+    kinds, _, span_start, _, _ = info
+    flags = Flags(len(steps))
+    allowed = _phase_allowed(rule, kinds) & (steps - span_start >= rule.params.get("settle_steps", 0))
     above, below = rule.params.get("above"), rule.params.get("below")
-    if above is not None and value > above:
-        return True, float(value - above), f"above {above}"
-    if below is not None and value < below:
-        return True, float(below - value), f"below {below}"
-    return False, None, ""
+    with np.errstate(invalid="ignore"):
+        if above is not None:
+            hit = allowed & (values > above)
+            flags.held |= hit
+            flags.magnitude[hit] = values[hit] - above
+            flags.unit = f"above {above}"
+        if below is not None:
+            hit = allowed & (values < below) & ~flags.held
+            flags.held |= hit
+            flags.magnitude[hit] = below - values[hit]
+            flags.unit = f"below {below}" if above is None else f"outside [{below}, {above}]"
+    return flags
+
+
+def _outside(values, band: Band, direction):
+    with np.errstate(invalid="ignore"):
+        above = values > band.upper
+        below = values < band.lower
+        beyond = np.where(above, values - band.upper, band.lower - values) / band.sigma
+    if direction == "above":
+        return above, beyond
+    if direction == "below":
+        return below, beyond
+    return above | below, beyond
+
+
+class _BandJudge:
+    """Band rules: the run's own history per phase kind (kept in RuleProgress.state), plus reference runs.
+
+    A restart keeps the history from before the checkpoint it resumed from and
+    drops what the abandoned attempt sent past it; for `restore_window` steps
+    after a restart every point is judged, whatever its phase, against that
+    history with a tolerance of at least `restore_tolerance` × the level: a
+    restart that does not continue from where its checkpoint left it is an
+    alert, not something a settling window hides.
+    """
+
+    def __init__(self, rule, evaluator):
+        self.rule = rule
+        self.params = BandParams.from_params(rule.params)
+        self.direction = rule.params.get("direction", "both")
+        self.settle = rule.params.get("settle_steps", 5)
+        self.restore_window = rule.params.get("restore_window", 50)
+        self.restore_tolerance = rule.params.get("restore_tolerance", 0.25)
+        self.keep = 5 * self.params.window
+        self.evaluator = evaluator
+
+    def __call__(self, progress, series, steps, values, info, attempt):
+        kinds, baseline, span_start, _, reset = info
+        state = progress.state or {}
+        history = {k: (np.array(v[0], dtype=np.int64), np.array(v[1], dtype=float)) for k, v in state.get("history", {}).items()}
+        applied_attempt, applied_reset = state.get("attempt", 1), state.get("reset", -1)
+        number, attempt_start = attempt
+        if number != applied_attempt and attempt_start is not None:
+            # A new attempt resumed from a checkpoint at attempt_start: what the abandoned
+            # attempt sent from there on is not the history this one continues.
+            history = {k: (s[s < attempt_start], v[s < attempt_start]) for k, (s, v) in history.items()}
+        flags = Flags(len(steps), "σ beyond the band")
+        finite = np.isfinite(values)
+        since_restart = steps - (attempt_start if attempt_start is not None and number > 1 else np.iinfo(np.int64).min // 2)
+        in_restore = (since_restart >= 0) & (since_restart < self.restore_window)
+        judged = (_phase_allowed(self.rule, kinds) & (steps - span_start >= self.settle)) | in_restore
+        boundaries = np.flatnonzero(np.diff(reset) != 0) + 1
+        for a, b in zip(np.r_[0, boundaries], np.r_[boundaries, len(steps)]):
+            if reset[a] != applied_reset and reset[a] >= 0:
+                history, applied_reset = {}, int(reset[a])
+            for kind in set(baseline[a:b]):
+                chosen = a + np.flatnonzero((baseline[a:b] == kind) & finite[a:b])
+                if not len(chosen):
+                    continue
+                old_steps, old_values = history.get(kind, (np.array([], dtype=np.int64), np.array([])))
+                all_values = np.concatenate([old_values, values[chosen]])
+                band = band_at(all_values, len(old_values) + np.arange(len(chosen)), self.params)
+                band = self.with_reference(series, steps[chosen], band)
+                self.judge(flags, chosen, values[chosen], band, judged[chosen], in_restore[chosen])
+                all_steps = np.concatenate([old_steps, steps[chosen]])
+                history[kind] = (all_steps[-self.keep:], all_values[-self.keep:])
+        progress.state = {
+            "history": {k: [s.tolist(), v.tolist()] for k, (s, v) in history.items()},
+            "attempt": number,
+            "reset": applied_reset,
+        }
+        return flags
+
+    def with_reference(self, series, steps, band):
+        references = self.evaluator.reference_points(series, int(steps.min()), int(steps.max()), self.params.reference_window)
+        if not references:
+            return band
+        return envelope(band, reference_band(references, steps, self.params))
+
+    def judge(self, flags, chosen, values, band, judged, restoring):
+        held, beyond = _outside(values, band, self.direction)
+        tolerance = np.maximum(band.upper - band.centre, self.restore_tolerance * np.abs(band.centre))
+        wide = Band(band.centre, band.centre - tolerance, band.centre + tolerance, band.sigma)
+        held_restore, beyond_restore = _outside(values, wide, self.direction)
+        held = np.where(restoring, held_restore, held) & judged
+        flags.held[chosen] = held
+        flags.magnitude[chosen] = np.where(restoring, beyond_restore, beyond)
+
+
+def _absence(rule, progress, steps, values, times):
+    """Gaps in the steps (missing batches) or in the points' own times, in arrival order."""
+    state = progress.state or {}
+    flags = Flags(len(steps), "missing steps")
+    max_missing = rule.params.get("missing_steps")
+    max_seconds = rule.params.get("seconds")
+    previous_steps = np.r_[state.get("last_step", steps[0] - 1), steps[:-1]]
+    previous_times = np.r_[state.get("last_time", times[0]), times[:-1]]
+    if max_missing is not None:
+        missing = steps - previous_steps - 1
+        hit = missing > max_missing
+        flags.held |= hit
+        flags.magnitude[hit] = missing[hit]
+    if max_seconds is not None:
+        silent = times - previous_times
+        hit = (silent > max_seconds) & ~flags.held
+        flags.held |= hit
+        flags.magnitude[hit] = silent[hit]
+        if hit.any() and max_missing is None:
+            flags.unit = "seconds without data"
+    progress.state = {"last_step": int(max(steps.max(), state.get("last_step", -1))), "last_time": float(times[-1])}
+    return flags
+
+
+def _divergence(rule, progress, run, steps, values):
+    """Validation metric rising over K evaluations in a row while the training metric keeps falling."""
+    k = rule.params.get("evaluations", 3)
+    min_rise = rule.params.get("min_rise", 0.01)
+    training = Series.objects.filter(run=run, metric=rule.params.get("training", "loss"), component="").first()
+    state = progress.state or {}
+    evals = [tuple(e) for e in state.get("evals", [])]
+    flags = Flags(len(steps), "relative rise of the validation metric")
+    for i, (step, value) in enumerate(zip(steps.tolist(), values.tolist())):
+        if not np.isfinite(value):
+            continue
+        evals = (evals + [(step, value)])[-(k + 2):]
+        if len(evals) < k + 2 or training is None:
+            continue
+        vals = [v for _, v in evals[1:]]
+        rising = all(b > a for a, b in zip(vals, vals[1:])) and vals[-1] >= vals[0] * (1 + min_rise)
+        if not rising:
+            continue
+        # Training loss between the first two and between the last two evaluations of the stretch.
+        _, early, _ = read_points(training, evals[0][0] + 1, evals[1][0])
+        _, late, _ = read_points(training, evals[-2][0] + 1, evals[-1][0])
+        early, late = early[np.isfinite(early)], late[np.isfinite(late)]
+        if len(early) and len(late) and np.median(late) < np.median(early):
+            flags.held[i] = True
+            flags.magnitude[i] = (vals[-1] - vals[0]) / abs(vals[0]) if vals[0] else np.inf
+    progress.state = {"evals": [list(e) for e in evals]}
+    return flags
 
 
 class _Evaluator:
-    def __init__(self, receipt, run):
+    def __init__(self, receipt, run, rules):
         self.receipt = receipt
         self.run = run
         self.now = timezone.now()
-        self.phases = _PhaseLookup(run)
+        self.phases = _Phases(run)
         self.extended = set()  # alerts already given an "extended" row for this batch
+        self.progress_rows = {
+            (p.rule_id, p.component, p.metric): p for p in RuleProgress.objects.filter(run=run, rule__in=rules)
+        }
+        self.open_alerts = {
+            (a.rule_id, a.component): a for a in Alert.objects.filter(run=run, rule__in=rules).exclude(state=AlertState.RESOLVED)
+        }
+        self.reference_runs = list(
+            Run.objects.filter(project_id=run.project_id, reference=True).exclude(pk=run.pk).values_list("pk", flat=True)
+        )
+        self.reference_cache = {}
+        self.band_judges = {}
+        self.attempt_starts = {}
 
     def progress(self, rule, component, metric):
-        return RuleProgress.objects.get_or_create(rule=rule, run=self.run, component=component, metric=metric)[0]
+        key = (rule.pk, component, metric)
+        if key not in self.progress_rows:
+            self.progress_rows[key] = RuleProgress(rule=rule, run=self.run, component=component, metric=metric)
+        return self.progress_rows[key]
+
+    def save_progress(self):
+        new = [p for p in self.progress_rows.values() if p.pk is None]
+        old = [p for p in self.progress_rows.values() if p.pk is not None]
+        RuleProgress.objects.bulk_create(new)
+        RuleProgress.objects.bulk_update(
+            old, ["held_points", "held_since_step", "held_since_time", "clear_points", "state"], batch_size=500
+        )
+
+    def reference_points(self, series, lo, hi, margin):
+        if not self.reference_runs:
+            return []
+        key = (series.metric, series.component)
+        if key not in self.reference_cache:
+            self.reference_cache[key] = []
+            for ref in Series.objects.filter(run_id__in=self.reference_runs, metric=series.metric, component=series.component):
+                # The whole batch's span at once: one read per reference series per batch.
+                s, v, _ = read_points(ref, self.receipt.min_step - margin, self.receipt.max_step + margin)
+                self.reference_cache[key].append((s, v))
+        return self.reference_cache[key]
 
     def persisted(self, rule, progress, step, when) -> bool:
         need = rule.persistence
@@ -79,62 +330,96 @@ class _Evaluator:
         return when - progress.held_since_time >= need["seconds"]
 
     def fire_or_extend(self, rule, component, metric, condition, first_step, step, magnitude, unit):
-        alert = Alert.objects.filter(rule=rule, run=self.run, component=component).exclude(state=AlertState.RESOLVED).first()
+        alert = self.open_alerts.get((rule.pk, component))
         if alert is None:
             phase = self.phases.at(first_step)
             alert = Alert.objects.create(
                 rule=rule, run=self.run, component=component, metric=metric, condition=condition,
-                first_step=first_step, last_step=step, magnitude=magnitude, magnitude_unit=unit,
+                first_step=first_step, last_step=step, fired_step=step, magnitude=magnitude, magnitude_unit=unit,
                 phase=phase.phase if phase else "", fired_at=self.now,
             )
-            AlertChange.objects.create(alert=alert, kind=ChangeKind.FIRED, step=first_step, at=self.now, receipt=self.receipt)
+            AlertChange.objects.create(alert=alert, kind=ChangeKind.FIRED, step=step, at=self.now, receipt=self.receipt)
+            self.open_alerts[(rule.pk, component)] = alert
             self.extended.add(alert.pk)
             return
-        updates = {"last_step": max(alert.last_step, step)}
+        updates = {}
+        if step > alert.last_step:
+            updates["last_step"] = alert.last_step = step
         if magnitude is not None and (alert.magnitude is None or magnitude > alert.magnitude):
-            updates["magnitude"] = magnitude
-        Alert.objects.filter(pk=alert.pk).update(**updates)
+            updates["magnitude"] = alert.magnitude = magnitude
+        if updates:
+            Alert.objects.filter(pk=alert.pk).update(**updates)
         if alert.pk not in self.extended:
             AlertChange.objects.create(alert=alert, kind=ChangeKind.EXTENDED, step=step, at=self.now, receipt=self.receipt)
             self.extended.add(alert.pk)
 
     def resolve(self, rule, component, step):
-        for alert in Alert.objects.filter(rule=rule, run=self.run, component=component).exclude(state=AlertState.RESOLVED):
+        alert = self.open_alerts.pop((rule.pk, component), None)
+        if alert is not None:
             Alert.objects.filter(pk=alert.pk).update(state=AlertState.RESOLVED, resolved_at=self.now)
             AlertChange.objects.create(alert=alert, kind=ChangeKind.RESOLVED, step=step, at=self.now, receipt=self.receipt)
 
     def points(self, rules):
-        blocks = Block.objects.filter(receipt=self.receipt).select_related("series").order_by("first_step")
+        # Per series, attempts in the order they began: a batch can hold the end of one and the start of the next.
+        blocks = Block.objects.filter(receipt=self.receipt).select_related("series").order_by("attempt", "id")
         for block in blocks:
             series = block.series
+            chosen = [r for r in rules if _series_selected(r, series.metric, series.component, series.layer)]
+            if not chosen:
+                continue
             steps, values, times = unpack(block.data)
             if times is None:
                 times = np.full(len(steps), self.receipt.received_at.timestamp())
-            for rule in rules:
-                if not _series_selected(rule, series.metric, series.component, series.layer):
-                    continue
-                self.judge_series(rule, series, steps, values, times)
+            info = self.phases.of(steps)
+            for rule in chosen:
+                progress = self.progress(rule, series.component, series.metric)
+                flags = self.flags(rule, progress, series, steps, values, times, info, block.attempt)
+                self.persist(rule, progress, series, steps, times, flags)
 
-    def judge_series(self, rule, series, steps, values, times):
-        progress = self.progress(rule, series.component, series.metric)
+    def attempt(self, number):
+        if number not in self.attempt_starts:
+            self.attempt_starts[number] = (
+                Attempt.objects.filter(run=self.run, number=number).values_list("start_step", flat=True).first()
+            )
+        return number, self.attempt_starts[number]
+
+    def flags(self, rule, progress, series, steps, values, times, info, attempt):
+        if rule.kind == RuleKind.NONFINITE:
+            flags = Flags(len(steps), "non-finite points in a row")
+            flags.held = ~np.isfinite(values)
+            return flags
+        if rule.kind == RuleKind.THRESHOLD:
+            return _threshold(rule, steps, values, info)
+        if rule.kind == RuleKind.BAND:
+            if rule.pk not in self.band_judges:
+                self.band_judges[rule.pk] = _BandJudge(rule, self)
+            return self.band_judges[rule.pk](progress, series, steps, values, info, self.attempt(attempt))
+        if rule.kind == RuleKind.ABSENCE:
+            return _absence(rule, progress, steps, values, times)
+        return _divergence(rule, progress, self.run, steps, values)
+
+    def persist(self, rule, progress, series, steps, times, flags):
         resolve_after = rule.persistence.get("resolve_points", 1)
-        for step, value, when in zip(steps.tolist(), values.tolist(), times.tolist()):
-            held, magnitude, unit = _held(rule, value, self.phases.at(step))
-            if held:
+        component = series.component
+        for i in range(len(steps)):
+            step = int(steps[i])
+            if flags.held[i]:
                 if progress.held_points == 0:
-                    progress.held_since_step, progress.held_since_time = step, when
+                    progress.held_since_step, progress.held_since_time = step, float(times[i])
                 progress.held_points += 1
                 progress.clear_points = 0
-                if self.persisted(rule, progress, step, when):
+                if self.persisted(rule, progress, step, float(times[i])):
+                    magnitude = flags.magnitude[i]
                     if rule.kind == RuleKind.NONFINITE:
                         magnitude = float(progress.held_points)
-                    self.fire_or_extend(rule, series.component, series.metric, "", progress.held_since_step, step, magnitude, unit)
+                    magnitude = float(magnitude) if np.isfinite(magnitude) else None
+                    self.fire_or_extend(rule, component, series.metric, "", progress.held_since_step, step, magnitude, flags.unit)
             else:
-                progress.held_points = 0
+                if progress.held_points:
+                    progress.held_points = 0
                 progress.clear_points += 1
-                if progress.clear_points >= resolve_after:
-                    self.resolve(rule, series.component, step)
-        progress.save()
+                if progress.clear_points >= resolve_after and (rule.pk, component) in self.open_alerts:
+                    self.resolve(rule, component, step)
 
     def events(self, rules):
         for event in Event.objects.filter(receipt=self.receipt).order_by("step", "id"):
@@ -152,10 +437,11 @@ class _Evaluator:
 def evaluate_rules(receipt, run) -> bool:
     """Judge the batch against the project's enabled rules; True when the run has an open alert after it."""
     rules = [r for r in Rule.objects.filter(project_id=run.project_id, enabled=True) if _run_selected(r, run)]
-    evaluator = _Evaluator(receipt, run)
+    evaluator = _Evaluator(receipt, run, rules)
     point_rules = [r for r in rules if r.kind in POINT_KINDS]
     if point_rules:
         evaluator.points(point_rules)
+        evaluator.save_progress()
     event_rules = [r for r in rules if r.kind == RuleKind.EVENT]
     if event_rules:
         evaluator.events(event_rules)

@@ -130,6 +130,8 @@ class Alert(models.Model):
     condition = models.CharField(max_length=16, blank=True)  # for event-based alerts
     first_step = models.BigIntegerField()
     last_step = models.BigIntegerField()
+    # The step at which persistence was satisfied and it fired (first_step is when the condition began).
+    fired_step = models.BigIntegerField(null=True)
     magnitude = models.FloatField(null=True)
     magnitude_unit = models.CharField(max_length=64)
     phase = models.CharField(max_length=64, blank=True)  # phase in effect at the first step
@@ -182,6 +184,8 @@ class RuleProgress(models.Model):
     held_since_step = models.BigIntegerField(null=True)
     held_since_time = models.FloatField(null=True)
     clear_points = models.PositiveIntegerField(default=0)
+    # Kind-specific memory between batches (a band's history per phase kind, the last step seen, …).
+    state = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [

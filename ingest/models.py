@@ -22,6 +22,8 @@ class Project(models.Model):
     owner_contact = models.CharField(max_length=300, blank=True)
     # Read-only (the default) means nothing the console does ever touches a job.
     read_only = models.BooleanField(default=True)
+    # When the starter rule pack was installed (once; deleting a starter rule keeps it deleted).
+    starter_pack_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
@@ -73,6 +75,8 @@ class Run(models.Model):
     config = models.JSONField(null=True, blank=True)
     budget = models.JSONField(null=True, blank=True)
     tags = models.JSONField(default=dict, blank=True)
+    # A reference run's telemetry is part of the project's baseline bands (alerts/bands.py).
+    reference = models.BooleanField(default=False)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.HEALTHY)
     attempt = models.PositiveIntegerField(default=1)
     # Highest step stored in the current attempt, and in any attempt (ingest keeps these).

@@ -33,7 +33,8 @@ def test_nonfinite_gradients_in_one_layer_fire_one_alert_naming_it_then_extend_t
     make_rule(project, "grad-nonfinite", "nonfinite", {"metrics": ["grad_norm"]}, {"points": 2, "resolve_points": 3})
     sender.post({"run": {"id": "nf"}, "points": grad_points(range(0, 12), "layers.3", {10, 11})})
     [alert] = alerts_of(sender, "nf")
-    assert (alert["component"], alert["metric"], alert["step"], alert["last_step"]) == ("layers.3", "grad_norm", 10, 11)
+    # It held from step 10 and fired at 11, when two points in a row had held.
+    assert (alert["component"], alert["metric"], alert["step"], alert["fired_step"], alert["last_step"]) == ("layers.3", "grad_norm", 10, 11, 11)
     assert (alert["state"], alert["verdict"], alert["magnitude"], alert["magnitude_unit"]) == ("firing", None, 2.0, "non-finite points in a row")
     assert alert["rule"] == {"id": alert["rule"]["id"], "name": "grad-nonfinite", "owner": OWNER, "permitted_response": "notify",
                              "diagnostic_url": "https://runbooks.example/grad-nonfinite"}
@@ -46,7 +47,7 @@ def test_nonfinite_gradients_in_one_layer_fire_one_alert_naming_it_then_extend_t
     sender.post({"run": {"id": "nf"}, "points": grad_points(range(14, 17))})
     [alert] = alerts_of(sender, "nf")
     assert alert["state"] == "resolved"
-    assert list(AlertChange.objects.values_list("kind", "step")) == [("fired", 10), ("extended", 12), ("resolved", 16)]
+    assert list(AlertChange.objects.values_list("kind", "step")) == [("fired", 11), ("extended", 12), ("resolved", 16)]
     assert Run.objects.get().status == "healthy"
 
 

@@ -1,0 +1,122 @@
+"""Phase-aware baseline bands: the one place a band is computed.
+
+Band rules (alerts/evaluation.py) and the console's charts both call
+`band_at`, so the band a reviewer sees is the band the rule checked.
+
+The band for a point comes from the points before it of the same phase kind
+(a checkpoint pause is judged against earlier checkpoints, training steps
+against training steps): the last `window` of them, split in two halves whose
+medians give a level and a trend, extrapolated to the next point; the spread is
+1.4826 × the median absolute residual around that trend line (a robust σ, so
+one spike in the history does not widen the band). A floor relative to the
+level keeps a flat series (a constant learning rate) from having a zero-width
+band. Fewer than `min_history` points: no band (NaN), so nothing is judged.
+
+Reference runs (runs of the project marked `reference`) add a second band at
+the same step; the band is then the envelope of the two, so a point is outside
+only when it is outside both the run's own history and what reference runs
+did at that step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+ABS_FLOOR = 1e-12
+
+
+@dataclass(frozen=True)
+class BandParams:
+    window: int = 100  # points of history (same phase kind)
+    min_history: int = 20
+    width: float = 6.0  # band half-width, in robust σ
+    rel_floor: float = 0.005  # σ is at least this share of |level|
+    reference_window: int = 50  # steps either side of a step, pooled over reference runs
+
+    @classmethod
+    def from_params(cls, params: dict | None) -> "BandParams":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (params or {}).items() if k in names})
+
+
+@dataclass
+class Band:
+    centre: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    sigma: np.ndarray
+
+    def __len__(self):
+        return len(self.centre)
+
+
+def _level_and_spread(windows: np.ndarray):
+    """Robust level extrapolated one point past each row, and the robust σ around the row's trend."""
+    w = windows.shape[1]
+    h = w // 2
+    first = np.median(windows[:, :h], axis=1)
+    second = np.median(windows[:, w - h:], axis=1)
+    # Centres of the halves sit (w - h) indices apart; the second's centre is at w - h + (h - 1) / 2.
+    slope = (second - first) / (w - h)
+    second_at = w - h + (h - 1) / 2
+    trend = second[:, None] + slope[:, None] * (np.arange(w) - second_at)
+    sigma = 1.4826 * np.median(np.abs(windows - trend), axis=1)
+    return second + slope * (w - second_at), sigma
+
+
+def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) -> Band:
+    """The band for values[i], from values[i-window:i], at each i in positions.
+
+    `values` holds one series' finite values of one phase kind in the order
+    they were judged; positions without `min_history` earlier values get NaN.
+    """
+    values = np.asarray(values, dtype=float)
+    positions = np.asarray(positions, dtype=np.int64)
+    centre = np.full(len(positions), np.nan)
+    sigma = np.full(len(positions), np.nan)
+    full = positions >= params.window
+    if full.any():
+        windows = sliding_window_view(values, params.window)[positions[full] - params.window]
+        centre[full], sigma[full] = _level_and_spread(windows)
+    for j in np.flatnonzero(~full & (positions >= params.min_history)):
+        c, s = _level_and_spread(values[None, : positions[j]])
+        centre[j], sigma[j] = c[0], s[0]
+    sigma = np.maximum(sigma, np.maximum(params.rel_floor * np.abs(centre), ABS_FLOOR))
+    half = params.width * sigma
+    return Band(centre, centre - half, centre + half, sigma)
+
+
+def reference_band(reference_points, steps, params: BandParams = BandParams()) -> Band:
+    """Band at each step from reference runs' points within ±reference_window steps of it.
+
+    `reference_points` is a list of (steps, values) arrays, one per reference run.
+    """
+    steps = np.asarray(steps, dtype=np.int64)
+    centre = np.full(len(steps), np.nan)
+    sigma = np.full(len(steps), np.nan)
+    if reference_points:
+        all_steps = np.concatenate([s for s, _ in reference_points])
+        all_values = np.concatenate([v for _, v in reference_points])
+        keep = np.isfinite(all_values)
+        order = np.argsort(all_steps[keep], kind="stable")
+        ref_steps, ref_values = all_steps[keep][order], all_values[keep][order]
+        lo = np.searchsorted(ref_steps, steps - params.reference_window, side="left")
+        hi = np.searchsorted(ref_steps, steps + params.reference_window, side="right")
+        for j in np.flatnonzero(hi - lo >= params.min_history):
+            near = ref_values[lo[j]:hi[j]]
+            centre[j] = np.median(near)
+            sigma[j] = 1.4826 * np.median(np.abs(near - centre[j]))
+    sigma = np.maximum(sigma, np.maximum(params.rel_floor * np.abs(centre), ABS_FLOOR))
+    half = params.width * sigma
+    return Band(centre, centre - half, centre + half, sigma)
+
+
+def envelope(own: Band, reference: Band) -> Band:
+    """Outside only when outside both; where one is missing, the other alone."""
+    lower = np.fmin(own.lower, reference.lower)
+    upper = np.fmax(own.upper, reference.upper)
+    centre = np.where(np.isnan(own.centre), reference.centre, own.centre)
+    sigma = np.where(np.isnan(own.centre), reference.sigma, own.sigma)
+    return Band(centre, lower, upper, sigma)
