@@ -12,6 +12,7 @@ import numpy as np
 from django.utils import timezone
 
 from alerts.bands import Band, BandParams, band_at, envelope, reference_band
+from alerts.silence import SILENT
 from alerts.models import Alert, AlertChange, AlertState, ChangeKind, Rule, RuleKind, RuleProgress
 from ingest.models import Attempt, Block, Event, Run, Series
 from ingest.phases import phase_spans
@@ -30,8 +31,6 @@ def _run_selected(rule, run) -> bool:
 
 
 def _series_selected(rule, metric, component, layer) -> bool:
-    if rule.kind == RuleKind.DIVERGENCE:
-        return metric == rule.params.get("validation", "val_loss") and component == ""
     metrics = rule.scope.get("metrics") or []
     if not any(fnmatchcase(metric, pattern) for pattern in metrics):
         return False
@@ -372,6 +371,9 @@ class _Evaluator:
                 times = np.full(len(steps), self.receipt.received_at.timestamp())
             info = self.phases.of(steps)
             for rule in chosen:
+                silent = self.open_alerts.get((rule.pk, series.component))
+                if silent is not None and silent.condition == SILENT:
+                    self.resolve(rule, series.component, int(steps[0]))  # data arrived again
                 progress = self.progress(rule, series.component, series.metric)
                 flags = self.flags(rule, progress, series, steps, values, times, info, block.attempt)
                 self.persist(rule, progress, series, steps, times, flags)

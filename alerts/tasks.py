@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from alerts import engine
+from alerts.silence import alert_silent_runs
 from ingest.models import BatchReceipt, Run, RunStatus
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ def sweep_unevaluated(grace_seconds=10, limit=1000):
     )
     for receipt_id in ids:
         queue_evaluation(receipt_id)
+    alert_silent_runs()
     stalled_before = timezone.now() - timedelta(seconds=settings.RUN_STALLED_SECONDS)
     Run.objects.filter(status=RunStatus.HEALTHY, last_seen_at__lt=stalled_before).update(status=RunStatus.STALLED)
     return len(ids)

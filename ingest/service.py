@@ -30,6 +30,7 @@ class IngestResult:
     phases: int
     duplicate: bool
     receipt_id: int
+    run_pk: int
     actions: list = field(default_factory=list)
 
     def as_response(self):
@@ -42,13 +43,20 @@ class IngestResult:
 
 
 def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
-    now = now or timezone.now()
+    from alerts.actions import pending_actions
+
+    result = _store_batch(project, batch, now or timezone.now())
+    result.actions = pending_actions(project, result.run_pk)
+    return result
+
+
+def _store_batch(project, batch: Batch, now) -> IngestResult:
     with transaction.atomic():
         run = locked_run(project, batch, now)
         if batch.batch_id is not None:
             seen = BatchReceipt.objects.filter(run=run, batch_id=batch.batch_id).first()
             if seen is not None:
-                return IngestResult(run.run_id, seen.points, seen.events, seen.phases, True, seen.id)
+                return IngestResult(run.run_id, seen.points, seen.events, seen.phases, True, seen.id, run.pk)
         point_steps = [p[0] for p in batch.points]
         receipt = BatchReceipt.objects.create(
             run=run,
@@ -69,7 +77,7 @@ def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
         # Only what ingest owns: status and last_step belong to evaluation, which may write them meanwhile.
         run.save(update_fields=[*INGEST_OWNED_FIELDS, *IDENTITY_FIELDS])
         transaction.on_commit(lambda: queue_evaluation(receipt.id), robust=True)
-    return IngestResult(run.run_id, receipt.points, receipt.events, receipt.phases, False, receipt.id)
+    return IngestResult(run.run_id, receipt.points, receipt.events, receipt.phases, False, receipt.id, run.pk)
 
 
 def queue_evaluation(receipt_id: int):

@@ -43,6 +43,15 @@ def env_int(name, default, *, minimum=None):
     return value
 
 
+def env_url(name, default):
+    """An http(s) base URL, without a trailing slash."""
+    raw = os.environ.get(name, default)
+    parsed = urlparse(raw)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected an http(s)://host[:port] URL")
+    return raw.rstrip("/")
+
+
 def env_list(name, default=()):
     raw = os.environ.get(name)
     if raw is None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from opsconsole.env import database_from_url, env_bool, env_int, env_list, env_str, redis_url, sqlite_options
+from opsconsole.env import database_from_url, env_bool, env_int, env_list, env_str, env_url, redis_url, sqlite_options
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("WL_VAR_DIR", str(BASE_DIR / "var")))
@@ -167,6 +167,9 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Where people reach this console: starter rules link to its runbook pages from here.
+CONSOLE_URL = env_url("CONSOLE_URL", "http://127.0.0.1:8000")
 
 # A run with no new data for this long is shown as stalled.
 RUN_STALLED_SECONDS = env_int("RUN_STALLED_SECONDS", 600, minimum=1)

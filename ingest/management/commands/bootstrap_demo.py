@@ -4,6 +4,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from alerts.starter import install_starter_pack
 from ingest.models import Project
 from opsconsole.models import Membership, Role
 
@@ -18,6 +19,7 @@ class Command(BaseCommand):
         project, _ = Project.objects.get_or_create(
             slug="demo", defaults={"name": "Demo", "owner_name": "Demo on-call", "owner_contact": "oncall@localhost"}
         )
+        install_starter_pack(project)
         saved = settings.VAR_DIR / "demo-login.txt"
         User = get_user_model()
         user = User.objects.filter(username=username).first()

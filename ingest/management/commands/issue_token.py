@@ -3,6 +3,7 @@ import re
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from alerts.starter import install_starter_pack
 from ingest.models import Project, ProjectToken
 
 OWNER_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<contact>[^<>]+)>\s*$")
@@ -35,7 +36,12 @@ class Command(BaseCommand):
                 project.name = name
             project.save()
             _, raw = ProjectToken.issue(project)
+            pack = install_starter_pack(project)
         if created:
             self.stderr.write(f"created project {project.slug}")
+        if pack:
+            self.stderr.write(f"installed the starter rule pack ({len(pack)} rules, owner {pack[0].owner})")
+        elif not project.owner_name:
+            self.stderr.write("no starter rule pack: the project has no owner yet; run again with --owner 'NAME <CONTACT>'")
         # stdout carries the token alone, so `TOKEN=$(manage.py issue_token p)` works.
         self.stdout.write(raw)

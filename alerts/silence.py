@@ -1,0 +1,49 @@
+"""Absence by the wall clock: a run that has sent nothing for T seconds (checked by the periodic sweep).
+
+Gaps inside the data (missing steps, gaps in the points' own times) are judged
+per batch in alerts/evaluation.py; this catches the run that sends nothing at
+all. The alert is created at most once per silence (the open-alert constraint
+guards concurrent sweeps) and resolved by the run's next evaluated batch.
+"""
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from alerts.models import Alert, AlertChange, AlertState, ChangeKind, Rule, RuleKind
+from ingest.models import Run, RunStatus
+
+SILENT = "silent"
+
+
+def alert_silent_runs(now=None) -> int:
+    now = now or timezone.now()
+    fired = 0
+    for rule in Rule.objects.filter(kind=RuleKind.ABSENCE, enabled=True).select_related("project"):
+        seconds = (rule.params or {}).get("seconds")
+        if not seconds:
+            continue
+        wanted = rule.scope.get("runs") or {}
+        quiet = (
+            Run.objects.filter(project=rule.project, last_seen_at__lt=now - timedelta(seconds=seconds))
+            .exclude(status=RunStatus.FINISHED)
+            .exclude(alerts__rule=rule, alerts__component="", alerts__state__in=[AlertState.FIRING, AlertState.ACKNOWLEDGED, AlertState.MUTED])
+        )
+        for run in quiet:
+            if not all((run.tags or {}).get(k) == v for k, v in wanted.items()):
+                continue
+            silent_for = (now - run.last_seen_at).total_seconds()
+            try:
+                with transaction.atomic():
+                    step = run.last_step if run.last_step is not None else 0
+                    alert = Alert.objects.create(
+                        rule=rule, run=run, component="", metric="", condition=SILENT, first_step=step, last_step=step,
+                        fired_step=step, magnitude=silent_for, magnitude_unit="seconds without data", fired_at=now,
+                    )
+                    AlertChange.objects.create(alert=alert, kind=ChangeKind.FIRED, step=step, at=now,
+                                               note=f"no data for {silent_for:.0f} s")
+                    Run.objects.filter(pk=run.pk).update(status=RunStatus.ALERTING)
+                fired += 1
+            except IntegrityError:
+                continue  # another sweep fired it first
+    return fired

@@ -1,0 +1,225 @@
+"""The governed rule pack every new project starts with, and the runbooks its rules link to.
+
+Tuned on the tune half of benchmarks/faults (generated CPU runs and real public
+runs); the figures on the held-out half are in the README. The owner is the
+project's on-call owner (`issue_token --owner`); each rule's diagnostic link is
+its runbook page on this console (`/runbooks/<rule name>/`).
+"""
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from alerts.models import Rule
+from alerts.rules import save_rule
+from ingest.models import Condition, Project
+
+PER_COMPONENT_HEALTH = ["grad_norm", "weight_norm", "update_ratio", "act_norm", "dead_fraction"]
+
+STARTER_RULES = [
+    {
+        "name": "nonfinite-loss",
+        "kind": "nonfinite",
+        "description": "A loss or validation loss that is NaN or infinite.",
+        "scope": {"metrics": ["loss", "val_loss", "eval/*", "val/*"]},
+        "persistence": {"points": 1, "resolve_points": 10},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "Non-finite loss",
+            "meaning": "The loss was NaN or ±Infinity. Every step from here on is wasted compute; a run rarely recovers on its own.",
+            "checks": [
+                "Open the run page: which component's gradients went non-finite first (the nonfinite-gradients alert names it)?",
+                "Was the step right after a learning-rate change, a data refresh or a restart?",
+                "Check the loss scale (mixed precision) and the last data batch for corrupt records.",
+            ],
+            "response": "Notify the owner. Stopping is allowed only if the project has opted in to automatic stops for hard invariants.",
+        },
+    },
+    {
+        "name": "nonfinite-gradients",
+        "kind": "nonfinite",
+        "description": "Non-finite per-component health values (gradients, weights, updates, activations).",
+        "scope": {"metrics": PER_COMPONENT_HEALTH, "component": "*"},
+        "persistence": {"points": 1, "resolve_points": 10},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "Non-finite gradients or weights in a component",
+            "meaning": "A component's gradient, weight, update or activation norm was NaN or ±Infinity. The alert names the component; the first one to go is usually the cause.",
+            "checks": [
+                "On the run page the components are ordered by when they first left their band: start at the top.",
+                "Look for an exploding grad_norm in that component in the steps before.",
+                "Check for a learning-rate spike or a bad batch at that step.",
+            ],
+            "response": "Notify the owner; roll back to the last good checkpoint if the weights themselves are non-finite.",
+        },
+    },
+    {
+        "name": "loss-spike",
+        "kind": "band",
+        "description": "Training loss above its phase-aware band for 3 points in a row (quiet in warmup, eval, checkpoints, data refreshes; after a restart the loss must continue from where the checkpoint left it).",
+        "scope": {"metrics": ["loss"], "component": ""},
+        "persistence": {"points": 3, "resolve_points": 10},
+        "params": {"direction": "above", "width": 6.0},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "Loss spike or failed restore",
+            "meaning": "The training loss left the band of its own recent history (same phase) for several points in a row. Right after a restart it means the run did not continue from its checkpoint.",
+            "checks": [
+                "Did it start right after a restart? Compare with the previous attempt at the same steps (run page, restart shown as its own attempt): a jump means the restore failed (wrong checkpoint, optimizer state, data position, host).",
+                "Otherwise: the learning rate at that step, the gradient norms of each component, the data batch.",
+                "A spike that recovers within a few points is normal; a sustained one is not.",
+            ],
+            "response": "Notify the owner, who decides whether to rewind to the last good checkpoint.",
+        },
+    },
+    {
+        "name": "gradient-explosion",
+        "kind": "band",
+        "description": "One component's gradient norm far above its own band.",
+        "scope": {"metrics": ["grad_norm"], "component": "*"},
+        "persistence": {"points": 3, "resolve_points": 10},
+        "params": {"direction": "above", "width": 10.0, "rel_floor": 0.1},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "A component's gradients are exploding",
+            "meaning": "The gradient norm of the named component (or the whole model) stayed far above its recent band.",
+            "checks": [
+                "Is it one component or all of them? One: look at that layer's weights and activations. All: learning rate or data.",
+                "Check gradient clipping and the loss scale.",
+            ],
+            "response": "Notify the owner.",
+        },
+    },
+    {
+        "name": "dead-component",
+        "kind": "threshold",
+        "description": "A component whose units are all dead (dead_fraction ≥ 0.99) for 5 points.",
+        "scope": {"metrics": ["dead_fraction"], "component": "*"},
+        "persistence": {"points": 5, "resolve_points": 5},
+        "params": {"above": 0.99},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "Dead component",
+            "meaning": "Nearly every unit of the named component outputs zero for whole batches: it no longer learns or passes signal.",
+            "checks": [
+                "Look at the component's weight norm and its inputs' activations just before.",
+                "A large update (learning-rate spike) often kills ReLU units.",
+            ],
+            "response": "Notify the owner.",
+        },
+    },
+    {
+        "name": "lost-gradient",
+        "kind": "threshold",
+        "description": "A component whose gradient norm is ~0 for 5 points.",
+        "scope": {"metrics": ["grad_norm"], "component": "*"},
+        "persistence": {"points": 5, "resolve_points": 5},
+        "params": {"below": 1e-8},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "A component lost its gradient",
+            "meaning": "The named component receives no gradient: it is dead, detached from the graph, or masked.",
+            "checks": ["Check dead_fraction of the component and of the one feeding it.", "Check recent code changes (detach, no_grad, frozen parameters)."],
+            "response": "Notify the owner.",
+        },
+    },
+    {
+        "name": "frozen-component",
+        "kind": "threshold",
+        "description": "A component whose weights stopped changing (update_ratio below 1e-7) for 5 points.",
+        "scope": {"metrics": ["update_ratio"], "component": "*"},
+        "persistence": {"points": 5, "resolve_points": 5},
+        "params": {"below": 1e-7},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "Frozen component",
+            "meaning": "The named component's weights stopped changing while training goes on.",
+            "checks": ["Was it frozen on purpose (fine-tuning)? Then scope the rule away from it.", "Check the optimizer's parameter groups and their learning rates."],
+            "response": "Notify the owner.",
+        },
+    },
+    {
+        "name": "throughput-drop",
+        "kind": "band",
+        "description": "Throughput below its band for 3 points outside checkpoints and evaluations.",
+        "scope": {"metrics": ["throughput", "tokens_per_s", "samples_per_s"], "component": "*"},
+        "persistence": {"points": 3, "resolve_points": 10},
+        "params": {"direction": "below", "width": 6.0},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "Throughput drop",
+            "meaning": "Training slowed down outside checkpoint and evaluation phases: a data loader stall, a slow node, network or storage trouble.",
+            "checks": ["Check data_wait / io_time if the job sends them.", "Check the nodes' system alerts (Alertmanager events on the run page)."],
+            "response": "Notify the owner.",
+        },
+    },
+    {
+        "name": "missing-data",
+        "kind": "absence",
+        "description": "Gaps of more than 5 steps in the loss, or more than 15 minutes between points.",
+        "scope": {"metrics": ["loss"], "component": ""},
+        "persistence": {"points": 1, "resolve_points": 1},
+        "params": {"missing_steps": 5, "seconds": 900},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "Missing data",
+            "meaning": "Steps are missing (lost batches), or the run sent nothing for too long: it may have hung or died.",
+            "checks": ["Is the job still running? Check the scheduler.", "Look for a spooled file of the client (warninglight) to import later."],
+            "response": "Notify the owner.",
+        },
+    },
+    {
+        "name": "validation-divergence",
+        "kind": "divergence",
+        "description": "Validation loss rising over 3 evaluations in a row while the training loss keeps falling.",
+        "scope": {"metrics": ["val_loss"], "component": ""},
+        "persistence": {"points": 1, "resolve_points": 1},
+        "params": {"training": "loss", "evaluations": 3, "min_rise": 0.01},
+        "permitted_response": "review",
+        "runbook": {
+            "title": "Validation loss rising while training loss falls",
+            "meaning": "The model is overfitting or the training data drifted away from the validation data.",
+            "checks": ["Check recent data refreshes and the data snapshot.", "Compare with reference runs at the same step."],
+            "response": "Open a run review: stop or continue is a human decision, recorded in the run's decision log.",
+        },
+    },
+    {
+        "name": "job-health-events",
+        "kind": "event",
+        "description": "Every health event the job reports about a component.",
+        "scope": {"conditions": list(Condition.values), "component": "*"},
+        "persistence": {"points": 1},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "Health event from the job",
+            "meaning": "The training job's own health hooks (warninglight client or Alertmanager) reported a named condition on a component.",
+            "checks": ["The condition and magnitude are on the alert; the client's README documents each condition's trigger."],
+            "response": "Notify the owner.",
+        },
+    },
+]
+
+RUNBOOKS = {rule["name"]: rule["runbook"] | {"rule": rule} for rule in STARTER_RULES}
+
+
+def runbook_url(name: str) -> str:
+    return f"{settings.CONSOLE_URL}/runbooks/{name}/"
+
+
+def install_starter_pack(project: Project, *, user=None) -> list[Rule]:
+    """Create the pack once per project (claimed with a conditional update); rules that exist by name are kept."""
+    if not project.owner_name:
+        return []
+    with transaction.atomic():
+        claimed = Project.objects.filter(pk=project.pk, starter_pack_at__isnull=True).update(starter_pack_at=timezone.now())
+        if not claimed:
+            return []
+        existing = set(Rule.objects.filter(project=project).values_list("name", flat=True))
+        owner = f"{project.owner_name} <{project.owner_contact}>"
+        created = []
+        for spec in STARTER_RULES:
+            if spec["name"] in existing:
+                continue
+            fields = {k: v for k, v in spec.items() if k != "runbook"}
+            rule = Rule(project=project, owner=owner, diagnostic_url=runbook_url(spec["name"]), **fields)
+            created.append(save_rule(rule, user=user, source="starter"))
+    return created
