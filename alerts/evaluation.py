@@ -46,7 +46,7 @@ IMPLICIT_WARMUP_SHARE = 0.01
 
 
 class _Phases:
-    """Which phase span holds at each step, and the latest restart / data refresh at or before it."""
+    """Which phase span holds at each step, the kind its baseline continues, and the latest data refresh."""
 
     def __init__(self, run):
         self.spans = phase_spans(run)
@@ -55,21 +55,17 @@ class _Phases:
         if budget and not any(s.kind == "warmup" for s in self.spans):
             self.implicit_warmup_end = int(np.ceil(IMPLICIT_WARMUP_SHARE * budget))
         self.starts = np.array([s.start for s in self.spans], dtype=np.int64)
-        baseline, restart, reset = [], [], []
-        last_kind, last_restart, last_reset = "steady", -1, -1
+        baseline, reset = [], []
+        last_kind, last_reset = "steady", -1
         for span in self.spans:
-            if span.kind == "restart":
-                last_restart = span.start
-            else:
+            if span.kind != "restart":
                 last_kind = span.kind
             if span.kind in RESET_PHASES:
                 last_reset = span.start
             # A restart continues whatever ran before it: judge it against that history.
             baseline.append(last_kind)
-            restart.append(last_restart)
             reset.append(last_reset)
         self.baseline = np.array(baseline or ["steady"], dtype=object)
-        self.restart = np.array(restart or [-1], dtype=np.int64)
         self.reset = np.array(reset or [-1], dtype=np.int64)
 
     def at(self, step):
@@ -77,7 +73,7 @@ class _Phases:
         return self.spans[index] if index >= 0 else None
 
     def of(self, steps):
-        """Per step: phase kind, baseline kind, span start, latest restart start, latest reset start (-1 = none)."""
+        """Per step: phase kind, baseline kind, span start, latest reset start (-1 = none)."""
         n = len(steps)
         if self.spans:
             index = np.searchsorted(self.starts, steps, side="right") - 1
@@ -88,16 +84,15 @@ class _Phases:
             baseline = self.baseline[safe]
             baseline[before] = "steady"
             span_start = np.where(before, -1, self.starts[safe])
-            restart = np.where(before, -1, self.restart[safe])
             reset = np.where(before, -1, self.reset[safe])
         else:
             kinds, baseline = np.full(n, "steady", dtype=object), np.full(n, "steady", dtype=object)
-            span_start = restart = reset = np.full(n, -1, dtype=np.int64)
+            span_start = reset = np.full(n, -1, dtype=np.int64)
         if self.implicit_warmup_end > 0:
             warming = steps < self.implicit_warmup_end
             kinds[warming] = baseline[warming] = "warmup"
             span_start = np.where(warming, 0, np.maximum(span_start, self.implicit_warmup_end))
-        return kinds, baseline, span_start, restart, reset
+        return kinds, baseline, span_start, reset
 
 
 def _phase_allowed(rule, kinds):
@@ -117,7 +112,7 @@ class Flags:
 
 
 def _threshold(rule, steps, values, info):
-    kinds, _, span_start, _, _ = info
+    kinds, _, span_start, _ = info
     flags = Flags(len(steps))
     allowed = _phase_allowed(rule, kinds) & (steps - span_start >= rule.params.get("settle_steps", 0))
     above, below = rule.params.get("above"), rule.params.get("below")
@@ -169,7 +164,7 @@ class _BandJudge:
         self.evaluator = evaluator
 
     def __call__(self, progress, series, steps, values, info, attempt):
-        kinds, baseline, span_start, _, reset = info
+        kinds, baseline, span_start, reset = info
         state = progress.state or {}
         history = {k: (np.array(v[0], dtype=np.int64), np.array(v[1], dtype=float)) for k, v in state.get("history", {}).items()}
         applied_attempt, applied_reset = state.get("attempt", 1), state.get("reset", -1)

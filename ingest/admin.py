@@ -19,7 +19,8 @@ class ProjectAdmin(admin.ModelAdmin):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ["run_id", "project", "status", "last_step", "attempt", "last_seen_at"]
-    list_filter = ["project", "status"]
+    list_display = ["run_id", "project", "status", "last_step", "attempt", "reference", "last_seen_at"]
+    list_filter = ["project", "status", "reference"]
     search_fields = ["run_id", "name"]
-    readonly_fields = [f.name for f in Run._meta.fields]
+    # Telemetry bookkeeping is ingest's; only whether a run is a reference is an operator's choice.
+    readonly_fields = [f.name for f in Run._meta.fields if f.name != "reference"]
