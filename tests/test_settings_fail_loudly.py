@@ -47,6 +47,8 @@ def test_sqlite_database_url_with_an_absolute_path_is_accepted(tmp_path):
         ({"REDIS_URL": "http://localhost:6379"}, "REDIS_URL"),
         ({"RUN_STALLED_SECONDS": "ten"}, "RUN_STALLED_SECONDS"),
         ({"EVALUATION_SWEEP_SECONDS": "1"}, "EVALUATION_SWEEP_SECONDS"),
+        ({"CONSOLE_URL": "console.example"}, "CONSOLE_URL"),
+        ({"CONSOLE_URL": "ftp://console.example"}, "CONSOLE_URL"),
     ],
 )
 def test_bad_values_fail_at_start_up_naming_the_variable(tmp_path, overrides, named):
