@@ -108,7 +108,15 @@ class Flags:
     def __init__(self, n, unit=""):
         self.held = np.zeros(n, dtype=bool)
         self.magnitude = np.full(n, np.nan)
-        self.unit = unit
+        self.units = np.full(n, unit, dtype=object)  # per point: one rule can measure in two units
+
+    @property
+    def unit(self):
+        return self.units[0] if len(self.units) else ""
+
+    @unit.setter
+    def unit(self, value):
+        self.units[:] = value
 
 
 def _threshold(rule, steps, values, info):
@@ -223,7 +231,8 @@ def _absence(rule, progress, steps, values, times):
     max_missing = rule.params.get("missing_steps")
     max_seconds = rule.params.get("seconds")
     previous_steps = np.r_[state.get("last_step", steps[0] - 1), steps[:-1]]
-    previous_times = np.r_[state.get("last_time", times[0]), times[:-1]]
+    last_time = state.get("last_time")
+    previous_times = np.r_[times[0] if last_time is None else last_time, times[:-1]]
     if max_missing is not None:
         missing = steps - previous_steps - 1
         hit = missing > max_missing
@@ -234,9 +243,9 @@ def _absence(rule, progress, steps, values, times):
         hit = (silent > max_seconds) & ~flags.held
         flags.held |= hit
         flags.magnitude[hit] = silent[hit]
-        if hit.any() and max_missing is None:
-            flags.unit = "seconds without data"
-    progress.state = {"last_step": int(max(steps.max(), state.get("last_step", -1))), "last_time": float(times[-1])}
+        flags.units[hit] = "seconds without data"
+    # The previous arrival, not the highest step: after a rewind, gaps count from where the job resumed.
+    progress.state = {"last_step": int(steps[-1]), "last_time": float(times[-1])}
     return flags
 
 
@@ -315,6 +324,17 @@ class _Evaluator:
                 self.reference_cache[key].append((s, v))
         return self.reference_cache[key]
 
+    def end_silences(self, rules):
+        """Any batch is data again: close the sweep's silent alerts, and don't count the silence twice as a gap."""
+        by_pk = {r.pk: r for r in rules}
+        for (rule_pk, component), alert in list(self.open_alerts.items()):
+            if alert.condition != SILENT:
+                continue
+            self.resolve(by_pk[rule_pk], component, self.receipt.min_step if self.receipt.min_step is not None else alert.last_step)
+            for (pk, _, _), progress in self.progress_rows.items():
+                if pk == rule_pk and progress.state:
+                    progress.state = {**progress.state, "last_time": None}
+
     def persisted(self, rule, progress, step, when) -> bool:
         need = rule.persistence
         if "points" in need:
@@ -366,9 +386,6 @@ class _Evaluator:
                 times = np.full(len(steps), self.receipt.received_at.timestamp())
             info = self.phases.of(steps)
             for rule in chosen:
-                silent = self.open_alerts.get((rule.pk, series.component))
-                if silent is not None and silent.condition == SILENT:
-                    self.resolve(rule, series.component, int(steps[0]))  # data arrived again
                 progress = self.progress(rule, series.component, series.metric)
                 flags = self.flags(rule, progress, series, steps, values, times, info, block.attempt)
                 self.persist(rule, progress, series, steps, times, flags)
@@ -410,7 +427,7 @@ class _Evaluator:
                     if rule.kind == RuleKind.NONFINITE:
                         magnitude = float(progress.held_points)
                     magnitude = float(magnitude) if np.isfinite(magnitude) else None
-                    self.fire_or_extend(rule, component, series.metric, "", progress.held_since_step, step, magnitude, flags.unit)
+                    self.fire_or_extend(rule, component, series.metric, "", progress.held_since_step, step, magnitude, flags.units[i])
             else:
                 if progress.held_points:
                     progress.held_points = 0
@@ -435,6 +452,7 @@ def evaluate_rules(receipt, run) -> bool:
     """Judge the batch against the project's enabled rules; True when the run has an open alert after it."""
     rules = [r for r in Rule.objects.filter(project_id=run.project_id, enabled=True) if _run_selected(r, run)]
     evaluator = _Evaluator(receipt, run, rules)
+    evaluator.end_silences(rules)
     point_rules = [r for r in rules if r.kind in POINT_KINDS]
     if point_rules:
         evaluator.points(point_rules)
