@@ -195,11 +195,15 @@ class _BandJudge:
                 if not len(chosen):
                     continue
                 old_steps, old_values = history.get(kind, (np.array([], dtype=np.int64), np.array([])))
-                all_values = np.concatenate([old_values, values[chosen]])
-                band = band_at(all_values, len(old_values) + np.arange(len(chosen)), self.params)
+                # In step order, so a batch that arrives late is judged by what came before it in training.
+                all_steps = np.concatenate([old_steps, steps[chosen]])
+                order = np.argsort(all_steps, kind="stable")
+                all_steps, all_values = all_steps[order], np.concatenate([old_values, values[chosen]])[order]
+                positions = np.empty(len(order), dtype=np.int64)
+                positions[order] = np.arange(len(order))
+                band = band_at(all_values, positions[len(old_steps):], self.params)
                 band = self.with_reference(series, steps[chosen], band)
                 self.judge(flags, chosen, values[chosen], band, judged[chosen], in_restore[chosen])
-                all_steps = np.concatenate([old_steps, steps[chosen]])
                 history[kind] = (all_steps[-self.keep:], all_values[-self.keep:])
         progress.state = {
             "history": {k: [s.tolist(), v.tolist()] for k, (s, v) in history.items()},
@@ -224,13 +228,22 @@ class _BandJudge:
         flags.magnitude[chosen] = np.where(restoring, beyond_restore, beyond)
 
 
-def _absence(rule, progress, steps, values, times):
-    """Gaps in the steps (missing batches) or in the points' own times, in arrival order."""
+def _absence(rule, progress, steps, values, times, attempt):
+    """Gaps in the steps (missing batches) or in the points' own times.
+
+    A step gap counts from the highest step of the current attempt so far: a
+    batch that arrives late is not a gap, and after a rewind the count starts
+    again from where the job resumed.
+    """
     state = progress.state or {}
     flags = Flags(len(steps), "missing steps")
     max_missing = rule.params.get("missing_steps")
     max_seconds = rule.params.get("seconds")
-    previous_steps = np.r_[state.get("last_step", steps[0] - 1), steps[:-1]]
+    number, attempt_start = attempt
+    highest = state.get("last_step") if state.get("attempt", 1) == number else None
+    if highest is None:
+        highest = attempt_start - 1 if (number > 1 and attempt_start is not None) else steps[0] - 1
+    previous_steps = np.maximum.accumulate(np.r_[highest, steps[:-1]])
     last_time = state.get("last_time")
     previous_times = np.r_[times[0] if last_time is None else last_time, times[:-1]]
     if max_missing is not None:
@@ -244,8 +257,7 @@ def _absence(rule, progress, steps, values, times):
         flags.held |= hit
         flags.magnitude[hit] = silent[hit]
         flags.units[hit] = "seconds without data"
-    # The previous arrival, not the highest step: after a rewind, gaps count from where the job resumed.
-    progress.state = {"last_step": int(steps[-1]), "last_time": float(times[-1])}
+    progress.state = {"attempt": number, "last_step": int(max(previous_steps[-1], steps[-1])), "last_time": float(times[-1])}
     return flags
 
 
@@ -409,7 +421,7 @@ class _Evaluator:
                 self.band_judges[rule.pk] = _BandJudge(rule, self)
             return self.band_judges[rule.pk](progress, series, steps, values, info, self.attempt(attempt))
         if rule.kind == RuleKind.ABSENCE:
-            return _absence(rule, progress, steps, values, times)
+            return _absence(rule, progress, steps, values, times, self.attempt(attempt))
         return _divergence(rule, progress, self.run, steps, values)
 
     def persist(self, rule, progress, series, steps, times, flags):

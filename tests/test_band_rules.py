@@ -153,3 +153,14 @@ def test_real_benign_runs_with_restarts_and_blips_raise_no_alert(name, project, 
     install_starter_pack(project)
     import_real(token, django_capture_on_commit_callbacks, name)
     assert list(Alert.objects.values_list("rule__name", "first_step")) == []
+
+
+def test_a_batch_that_arrives_late_is_judged_by_the_steps_before_it_not_after(sender, project):
+    loss_band_rule(project)
+    loss = loss_curve(600) + np.linspace(1.5, 0, 600)  # a steeper fall: steps 200-299 sit well above 300-399
+    send(sender, "late", range(0, 200), loss[:200])
+    send(sender, "late", range(300, 400), loss[300:400])
+    send(sender, "late", range(200, 300), loss[200:300])  # the delayed batch
+    send(sender, "late", range(400, 600), loss[400:600])
+    assert alerts_of(sender, "late") == []
+    assert Run.objects.get(run_id="late").attempt == 1  # late, not re-sent: no restart
