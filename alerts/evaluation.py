@@ -22,6 +22,13 @@ from ingest.storage import read_points, unpack
 DEFAULT_SKIPPED_PHASES = {"warmup", "eval", "checkpoint", "restart", "data_refresh"}
 # After these the run's own history no longer describes it (new data); bands start again.
 RESET_PHASES = {"data_refresh"}
+# When a fault spreads through the model within one step (a NaN in one layer's
+# weights makes every gradient NaN in the same backward pass), the component
+# whose own weights went first is the origin, then the one whose outputs did;
+# gradients and updates go bad everywhere at once. Alerts fired at the same
+# step are created in this order, so the first alert names the origin.
+CAUSAL_ORDER = ["weight_norm", "act_norm", "act_max", "dead_fraction", "grad_norm", "update_ratio"]
+CAUSAL_RANK = {metric: rank for rank, metric in enumerate(CAUSAL_ORDER)}
 POINT_KINDS = (RuleKind.NONFINITE, RuleKind.THRESHOLD, RuleKind.BAND, RuleKind.ABSENCE, RuleKind.DIVERGENCE)
 
 
@@ -387,7 +394,9 @@ class _Evaluator:
 
     def points(self, rules):
         # Per series, attempts in the order they began: a batch can hold the end of one and the start of the next.
-        blocks = Block.objects.filter(receipt=self.receipt).select_related("series").order_by("attempt", "id")
+        blocks = list(Block.objects.filter(receipt=self.receipt).select_related("series").order_by("attempt", "id"))
+        # Within an attempt, causes before symptoms: alerts fired at one step are created in this order.
+        blocks.sort(key=lambda b: (b.attempt, CAUSAL_RANK.get(b.series.metric, len(CAUSAL_RANK))))
         for block in blocks:
             series = block.series
             chosen = [r for r in rules if _series_selected(r, series.metric, series.component, series.layer)]
