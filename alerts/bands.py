@@ -120,3 +120,41 @@ def envelope(own: Band, reference: Band) -> Band:
     centre = np.where(np.isnan(own.centre), reference.centre, own.centre)
     sigma = np.where(np.isnan(own.centre), reference.sigma, own.sigma)
     return Band(centre, lower, upper, sigma)
+
+
+def series_band(series, start=None, end=None, params: BandParams = BandParams(), every: int = 1, phases=None):
+    """The band of one stored series over [start, end], as a chart draws it behind the line.
+
+    The same `band_at` the band rules call, on the same history: per phase kind
+    (a restart continuing the kind before it), the newest attempt of each step,
+    in step order, starting again after a data refresh. `every` computes it at
+    every n-th point only (a chart's bucket ends). Returns steps, centre, lower,
+    upper arrays.
+    """
+    from ingest.phases import PhaseIndex
+    from ingest.storage import read_points
+
+    phases = phases or PhaseIndex(series.run)
+    # Enough history before `start` to fill a window even with other phases interleaved.
+    history_from = None if start is None else max(0, start - 20 * params.window)
+    steps, values, _ = read_points(series, history_from, end)
+    _, baseline, _, reset = phases.of(steps)
+    keep = np.isfinite(values)
+    out_steps, parts = [], []
+    for refresh in np.unique(reset):
+        for kind in set(baseline[reset == refresh]):
+            chosen = np.flatnonzero((reset == refresh) & (baseline == kind) & keep)
+            wanted = chosen if start is None else chosen[steps[chosen] >= start]
+            if not len(wanted):
+                continue
+            wanted = wanted[::every]
+            positions = np.searchsorted(chosen, wanted)
+            band = band_at(values[chosen], positions, params)
+            out_steps.append(steps[wanted])
+            parts.append(band)
+    if not out_steps:
+        empty = np.array([])
+        return empty.astype(np.int64), empty, empty, empty
+    all_steps = np.concatenate(out_steps)
+    order = np.argsort(all_steps, kind="stable")
+    return (all_steps[order], *(np.concatenate([getattr(b, f) for b in parts])[order] for f in ("centre", "lower", "upper")))

@@ -15,13 +15,11 @@ from alerts.bands import Band, BandParams, band_at, envelope, reference_band
 from alerts.silence import SILENT
 from alerts.models import Alert, AlertChange, AlertState, ChangeKind, Rule, RuleKind, RuleProgress
 from ingest.models import Attempt, Block, Event, Run, Series
-from ingest.phases import phase_spans
+from ingest.phases import PhaseIndex
 from ingest.storage import read_points, unpack
 
 # Threshold and band rules stay quiet in these phases unless their scope names phases itself.
 DEFAULT_SKIPPED_PHASES = {"warmup", "eval", "checkpoint", "restart", "data_refresh"}
-# After these the run's own history no longer describes it (new data); bands start again.
-RESET_PHASES = {"data_refresh"}
 # When a fault spreads through the model within one step (a NaN in one layer's
 # weights makes every gradient NaN in the same backward pass), the component
 # whose own weights went first is the origin, then the one whose outputs did;
@@ -44,62 +42,6 @@ def _series_selected(rule, metric, component, layer) -> bool:
     if not fnmatchcase(component, rule.scope.get("component", "*")):
         return False
     return rule.scope.get("layer") in (None, layer)
-
-
-# A run that declares a step budget but never a warmup phase is taken to warm up for
-# this share of its budget (the GPT-NeoX and Megatron default), so its first loss
-# spikes at peak learning rate are judged as warmup, not as training.
-IMPLICIT_WARMUP_SHARE = 0.01
-
-
-class _Phases:
-    """Which phase span holds at each step, the kind its baseline continues, and the latest data refresh."""
-
-    def __init__(self, run):
-        self.spans = phase_spans(run)
-        budget = (run.budget or {}).get("steps")
-        self.implicit_warmup_end = -1
-        if budget and not any(s.kind == "warmup" for s in self.spans):
-            self.implicit_warmup_end = int(np.ceil(IMPLICIT_WARMUP_SHARE * budget))
-        self.starts = np.array([s.start for s in self.spans], dtype=np.int64)
-        baseline, reset = [], []
-        last_kind, last_reset = "steady", -1
-        for span in self.spans:
-            if span.kind != "restart":
-                last_kind = span.kind
-            if span.kind in RESET_PHASES:
-                last_reset = span.start
-            # A restart continues whatever ran before it: judge it against that history.
-            baseline.append(last_kind)
-            reset.append(last_reset)
-        self.baseline = np.array(baseline or ["steady"], dtype=object)
-        self.reset = np.array(reset or [-1], dtype=np.int64)
-
-    def at(self, step):
-        index = int(np.searchsorted(self.starts, step, side="right")) - 1
-        return self.spans[index] if index >= 0 else None
-
-    def of(self, steps):
-        """Per step: phase kind, baseline kind, span start, latest reset start (-1 = none)."""
-        n = len(steps)
-        if self.spans:
-            index = np.searchsorted(self.starts, steps, side="right") - 1
-            before = index < 0
-            safe = np.maximum(index, 0)
-            kinds = np.array([s.kind for s in self.spans], dtype=object)[safe]
-            kinds[before] = "steady"
-            baseline = self.baseline[safe]
-            baseline[before] = "steady"
-            span_start = np.where(before, -1, self.starts[safe])
-            reset = np.where(before, -1, self.reset[safe])
-        else:
-            kinds, baseline = np.full(n, "steady", dtype=object), np.full(n, "steady", dtype=object)
-            span_start = reset = np.full(n, -1, dtype=np.int64)
-        if self.implicit_warmup_end > 0:
-            warming = steps < self.implicit_warmup_end
-            kinds[warming] = baseline[warming] = "warmup"
-            span_start = np.where(warming, 0, np.maximum(span_start, self.implicit_warmup_end))
-        return kinds, baseline, span_start, reset
 
 
 def _phase_allowed(rule, kinds):
@@ -302,7 +244,7 @@ class _Evaluator:
         self.receipt = receipt
         self.run = run
         self.now = timezone.now()
-        self.phases = _Phases(run)
+        self.phases = PhaseIndex(run)
         self.extended = set()  # alerts already given an "extended" row for this batch
         self.progress_rows = {
             (p.rule_id, p.component, p.metric): p for p in RuleProgress.objects.filter(run=run, rule__in=rules)

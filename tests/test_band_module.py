@@ -1,5 +1,6 @@
 """alerts/bands.py: the band a chart draws and a band rule checks."""
 import numpy as np
+import pytest
 
 from alerts.bands import BandParams, band_at, envelope, reference_band
 
@@ -46,3 +47,29 @@ def test_reference_runs_give_a_band_where_the_run_has_no_history_and_widen_it_wh
     both = envelope(own, ref)
     assert both.lower[0] == ref.lower[0]  # no own history yet: the reference alone
     assert both.lower[1] <= ref.lower[1] and both.upper[1] >= own.upper[1]
+
+
+def test_the_chart_band_of_a_stored_series_is_the_band_the_rule_judged(sender, project):
+    """Same function, same history: the band drawn at a step is the one the rule compared that step with."""
+    from alerts.bands import series_band
+    from alerts.models import Rule
+    from alerts.rules import save_rule
+    from ingest.models import Series
+
+    save_rule(Rule(project=project, name="loss-band", kind="band", owner="Pretrain on-call <#pretrain-oncall>",
+                   scope={"metrics": ["loss"]}, persistence={"points": 1}, diagnostic_url="https://runbooks.example/l",
+                   permitted_response="observe", params={"direction": "above"}), source="test")
+    values = noisy(300, level=3.0, slope=-0.003)
+    values[250] = values[249] + 1.0  # one point above the band: the rule fires exactly there
+    points = [{"step": i, "metric": "loss", "value": float(v)} for i, v in enumerate(values)]
+    phases = [{"step": 0, "phase": "steady"}, {"step": 100, "phase": "eval"}, {"step": 110, "phase": "steady"}]
+    for lo in range(0, 300, 60):
+        assert sender.post({"run": {"id": "drawn"}, "phases": phases, "points": points[lo:lo + 60]}).status_code == 202
+    steps, centre, lower, upper = series_band(Series.objects.get(metric="loss"), start=200, end=299)
+    at = list(steps).index(250)
+    assert values[250] > upper[at] and values[249] <= upper[at - 1]
+    [alert] = sender.get("/api/v1/alerts/", run="drawn").json()
+    assert alert["step"] == 250
+    # Eval steps have their own band, from eval steps only (here: too few to draw one).
+    steps_all, centre_all, _, _ = series_band(Series.objects.get(metric="loss"))
+    assert np.isnan(centre_all[(steps_all >= 100) & (steps_all < 110)]).all()
