@@ -6,6 +6,7 @@ Points are judged in arrival order; each kind turns a series' new points into
 "held" flags (and a magnitude), and one persistence loop turns flags into
 alerts.
 """
+import base64
 from fnmatch import fnmatchcase
 
 import numpy as np
@@ -87,6 +88,15 @@ def _threshold(rule, steps, values, info):
     return flags
 
 
+def _pack_history(steps, values):
+    return [base64.b64encode(steps.astype("<i8").tobytes()).decode(), base64.b64encode(values.astype("<f8").tobytes()).decode()]
+
+
+def _unpack_history(packed):
+    steps, values = packed
+    return np.frombuffer(base64.b64decode(steps), dtype="<i8").astype(np.int64), np.frombuffer(base64.b64decode(values), dtype="<f8").copy()
+
+
 def _outside(values, band: Band, direction):
     with np.errstate(invalid="ignore"):
         above = values > band.upper
@@ -118,12 +128,13 @@ class _BandJudge:
         self.restore_window = rule.params.get("restore_window", 50)
         self.restore_tolerance = rule.params.get("restore_tolerance", 0.25)
         self.keep = 5 * self.params.window
+        self.adapt_after = rule.params.get("adapt_after", 2 * self.params.window)
         self.evaluator = evaluator
 
     def __call__(self, progress, series, steps, values, info, attempt):
         kinds, baseline, span_start, reset = info
         state = progress.state or {}
-        history = {k: (np.array(v[0], dtype=np.int64), np.array(v[1], dtype=float)) for k, v in state.get("history", {}).items()}
+        history = {k: _unpack_history(v) for k, v in state.get("history", {}).items()}
         applied_attempt, applied_reset = state.get("attempt", 1), state.get("reset", -1)
         number, attempt_start = attempt
         if number != applied_attempt and attempt_start is not None:
@@ -143,23 +154,46 @@ class _BandJudge:
                 chosen = a + np.flatnonzero((baseline[a:b] == kind) & finite[a:b])
                 if not len(chosen):
                     continue
-                old_steps, old_values = history.get(kind, (np.array([], dtype=np.int64), np.array([])))
-                # In step order, so a batch that arrives late is judged by what came before it in training.
-                all_steps = np.concatenate([old_steps, steps[chosen]])
-                order = np.argsort(all_steps, kind="stable")
-                all_steps, all_values = all_steps[order], np.concatenate([old_values, values[chosen]])[order]
-                positions = np.empty(len(order), dtype=np.int64)
-                positions[order] = np.arange(len(order))
-                band = band_at(all_values, positions[len(old_steps):], self.params)
-                band = self.with_reference(series, steps[chosen], band)
-                self.judge(flags, chosen, values[chosen], band, judged[chosen], in_restore[chosen])
-                history[kind] = (all_steps[-self.keep:], all_values[-self.keep:])
+                empty = (np.array([], dtype=np.int64), np.array([]))
+                history[kind] = self.judge_kind(flags, progress, series, history.get(kind, empty), chosen, steps, values,
+                                                judged, in_restore)
         progress.state = {
-            "history": {k: [s.tolist(), v.tolist()] for k, (s, v) in history.items()},
+            "history": {k: _pack_history(s, v) for k, (s, v) in history.items()},
             "attempt": number,
             "reset": applied_reset,
         }
         return flags
+
+    def judge_kind(self, flags, progress, series, old, chosen, steps, values, judged, in_restore):
+        """Judge one phase kind's new points; returns that kind's history after them.
+
+        Points judged outside the band stay out of the history while the
+        excursion lasts (up to `adapt_after` points), so a sustained excursion is
+        measured against the level before it instead of being absorbed; a level
+        held longer than that becomes the new baseline.
+        """
+        old_steps, old_values = old
+        new_steps, new_values = steps[chosen], values[chosen]
+        excluded = np.zeros(len(chosen), dtype=bool)
+        for _ in range(3):
+            kept_steps = np.concatenate([old_steps, new_steps[~excluded]])
+            order = np.argsort(kept_steps, kind="stable")
+            kept_steps, kept_values = kept_steps[order], np.concatenate([old_values, new_values[~excluded]])[order]
+            # In step order: each point against the points before it in training, even when its batch came late.
+            band = band_at(kept_values, np.searchsorted(kept_steps, new_steps, side="left"), self.params)
+            band = self.with_reference(series, new_steps, band)
+            held, magnitude = self.judge(new_values, band, judged[chosen], in_restore[chosen])
+            run = progress.held_points
+            still_out = np.zeros(len(chosen), dtype=bool)
+            for i, h in enumerate(held.tolist()):
+                run = run + 1 if h else 0
+                still_out[i] = h and run <= self.adapt_after
+            if np.array_equal(still_out, excluded):
+                break
+            excluded = still_out
+        flags.held[chosen] = held
+        flags.magnitude[chosen] = magnitude
+        return kept_steps[-self.keep:], kept_values[-self.keep:]
 
     def with_reference(self, series, steps, band):
         references = self.evaluator.reference_points(series, int(steps.min()), int(steps.max()), self.params.reference_window)
@@ -167,14 +201,13 @@ class _BandJudge:
             return band
         return envelope(band, reference_band(references, steps, self.params))
 
-    def judge(self, flags, chosen, values, band, judged, restoring):
+    def judge(self, values, band, judged, restoring):
         held, beyond = _outside(values, band, self.direction)
         tolerance = np.maximum(band.upper - band.centre, self.restore_tolerance * np.abs(band.centre))
         wide = Band(band.centre, band.centre - tolerance, band.centre + tolerance, band.sigma)
         held_restore, beyond_restore = _outside(values, wide, self.direction)
         held = np.where(restoring, held_restore, held) & judged
-        flags.held[chosen] = held
-        flags.magnitude[chosen] = np.where(restoring, beyond_restore, beyond)
+        return held, np.where(restoring, beyond_restore, beyond)
 
 
 def _absence(rule, progress, steps, values, times, attempt):
@@ -258,16 +291,19 @@ class _Evaluator:
         self.reference_cache = {}
         self.band_judges = {}
         self.attempt_starts = {}
+        self.touched = set()  # progress rows this batch changed: only these are written back
 
     def progress(self, rule, component, metric):
         key = (rule.pk, component, metric)
         if key not in self.progress_rows:
             self.progress_rows[key] = RuleProgress(rule=rule, run=self.run, component=component, metric=metric)
+        self.touched.add(key)
         return self.progress_rows[key]
 
     def save_progress(self):
-        new = [p for p in self.progress_rows.values() if p.pk is None]
-        old = [p for p in self.progress_rows.values() if p.pk is not None]
+        touched = [self.progress_rows[key] for key in self.touched]
+        new = [p for p in touched if p.pk is None]
+        old = [p for p in touched if p.pk is not None]
         RuleProgress.objects.bulk_create(new)
         RuleProgress.objects.bulk_update(
             old, ["held_points", "held_since_step", "held_since_time", "clear_points", "state"], batch_size=500
@@ -292,9 +328,10 @@ class _Evaluator:
             if alert.condition != SILENT:
                 continue
             self.resolve(by_pk[rule_pk], component, self.receipt.min_step if self.receipt.min_step is not None else alert.last_step)
-            for (pk, _, _), progress in self.progress_rows.items():
-                if pk == rule_pk and progress.state:
+            for key, progress in self.progress_rows.items():
+                if key[0] == rule_pk and progress.state:
                     progress.state = {**progress.state, "last_time": None}
+                    self.touched.add(key)
 
     def persisted(self, rule, progress, step, when) -> bool:
         need = rule.persistence

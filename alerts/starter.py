@@ -74,7 +74,7 @@ STARTER_RULES = [
     {
         "name": "gradient-explosion",
         "kind": "band",
-        "description": "One component's gradient norm far above its own band.",
+        "description": "One component's gradient norm far above its own band (at least ~2× its level) for 3 points.",
         "scope": {"metrics": ["grad_norm"], "component": "*"},
         "persistence": {"points": 3, "resolve_points": 10},
         "params": {"direction": "above", "width": 10.0, "rel_floor": 0.1},
@@ -92,9 +92,9 @@ STARTER_RULES = [
     {
         "name": "dead-component",
         "kind": "threshold",
-        "description": "A component whose units are all dead (dead_fraction ≥ 0.99) for 5 points.",
+        "description": "A component whose units are all dead (dead_fraction above 0.99) for 3 points.",
         "scope": {"metrics": ["dead_fraction"], "component": "*"},
-        "persistence": {"points": 5, "resolve_points": 5},
+        "persistence": {"points": 3, "resolve_points": 5},
         "params": {"above": 0.99},
         "permitted_response": "notify",
         "runbook": {
@@ -140,10 +140,10 @@ STARTER_RULES = [
     {
         "name": "throughput-drop",
         "kind": "band",
-        "description": "Throughput below its band for 3 points outside checkpoints and evaluations.",
+        "description": "Throughput below its band (at least ~40% under its level) for 3 points outside checkpoints and evaluations.",
         "scope": {"metrics": ["throughput", "tokens_per_s", "samples_per_s"], "component": "*"},
         "persistence": {"points": 3, "resolve_points": 10},
-        "params": {"direction": "below", "width": 6.0},
+        "params": {"direction": "below", "width": 6.0, "rel_floor": 0.07},
         "permitted_response": "notify",
         "runbook": {
             "title": "Throughput drop",
