@@ -1,0 +1,165 @@
+#!/usr/bin/env python
+"""Check the generated fault corpus: every line through the project's contract validator, the
+labels against the files, no non-finite value in benign runs, and each fault visible in its data.
+
+    DJANGO_SETTINGS_MODULE=tests.settings .venv/bin/python benchmarks/faults/check_corpus.py [--corpus DIR]
+
+Exit 1 on any failed check. Prints, per fault run, the faulty series before and after the start.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from ingest.contract import ContractError, parse_ndjson  # noqa: E402
+from ingest.management.commands.import_jsonl import split_requests  # noqa: E402
+
+WIRE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def value(v):
+    return WIRE[v] if isinstance(v, str) else float(v)
+
+
+def load(path: Path):
+    raw = gzip.decompress(path.read_bytes())
+    return raw, [json.loads(line) for line in raw.splitlines() if line.strip()]
+
+
+def validate(raw: bytes) -> tuple[int, int, list]:
+    numbered = ((n, line) for n, line in enumerate(raw.split(b"\n"), start=1))
+    points = requests = 0
+    errors = []
+    for run, chunk in split_requests(numbered):
+        try:
+            batch = parse_ndjson(b"\n".join(line for _, line in chunk))
+        except ContractError as exc:
+            errors.extend(exc.errors[:5])
+            continue
+        requests += 1
+        points += len(batch.points)
+    return points, requests, errors
+
+
+def series(lines, metric, component=None, first_attempt=True):
+    """step -> value of one series (the first arrival of each step by default)."""
+    out = {}
+    for line in lines:
+        if line.get("type") == "point" and line["metric"] == metric and line.get("component") == component:
+            if first_attempt and line["step"] in out:
+                continue
+            out[line["step"]] = value(line["value"])
+    return out
+
+
+def mean(values):
+    values = [v for v in values if math.isfinite(v)]
+    return statistics.fmean(values) if values else math.nan
+
+
+def window(s, lo, hi):
+    return [s[i] for i in range(lo, hi + 1) if i in s]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpus", type=Path, default=HERE / "corpus")
+    args = ap.parse_args()
+    labels = json.loads((args.corpus / "labels.json").read_text())
+    failures = []
+    total = 0
+    for rid, label in labels["runs"].items():
+        path = args.corpus / label["file"]
+        total += path.stat().st_size
+        raw, lines = load(path)
+        points, requests, errors = validate(raw)
+        if errors:
+            failures.append(f"{rid}: contract errors {errors}")
+        if lines[0].get("type") != "run" or lines[0].get("id") != rid:
+            failures.append(f"{rid}: first line is not its run line")
+        last_step = max(l["step"] for l in lines if l.get("type") == "point")
+        nonfinite = sum(1 for l in lines if l.get("type") == "point" and isinstance(l["value"], str))
+        times = [l["time"] for l in lines if l.get("type") == "point"]
+        back_in_time = sum(1 for a, b in zip(times, times[1:]) if b < a)
+        head = f"{rid:34s} {label['split']:7s} {path.stat().st_size / 1024:5.0f} KiB {len(lines):6d} lines {points:6d} points {requests} req, last step {last_step}"
+        if back_in_time:
+            failures.append(f"{rid}: time goes backwards {back_in_time} times")
+        if not label["incidents"]:
+            print(head + f", non-finite {nonfinite}")
+            if nonfinite:
+                failures.append(f"{rid}: benign run with {nonfinite} non-finite values")
+            for ev in label["benign_events"]:
+                if ev["kind"] == "restart":
+                    a, b = ev["replayed_steps"]
+                    loss_all = [(l["step"], value(l["value"])) for l in lines if l.get("type") == "point" and l["metric"] == "loss"]
+                    seen = defaultdict(list)
+                    for st, v in loss_all:
+                        seen[st].append(v)
+                    twice = sorted(st for st, vs in seen.items() if len(vs) > 1)
+                    same = all(len(set(seen[st])) == 1 for st in twice)
+                    phases = [(l["step"], l["phase"]) for l in lines if l.get("type") == "phase"]
+                    print(f"    restart: replayed {twice[0]}-{twice[-1]} ({len(twice)} steps, identical loss: {same}); label {a}-{b}; "
+                          f"restart phase at {[s for s, p in phases if p == 'restart']}")
+                    if (twice[0], twice[-1]) != (a, b) or not same:
+                        failures.append(f"{rid}: replay does not match its label")
+            continue
+        print(head + f", non-finite {nonfinite}")
+        for inc in label["incidents"]:
+            s, e, comp = inc["start_step"], inc["end_step"], inc["component"] or None
+            ee = e if e is not None else min(last_step, s + 30)
+            print(f"    {inc['kind']} start {s} end {e} component {comp or '(run)'}")
+            for metric in inc["metrics"]:
+                ser = series(lines, metric, comp if metric not in ("loss", "lr", "val_loss", "throughput") else None)
+                if not ser:
+                    ser = series(lines, metric, None)
+                before = window(ser, s - 50, s - 1)
+                during = window(ser, s, ee)
+                after = window(ser, s, last_step)
+                print(f"      {metric:13s}@{comp if metric in ('grad_norm', 'weight_norm', 'update_ratio', 'act_norm', 'dead_fraction') and comp else 'run':14s} "
+                      f"before {mean(before):10.4g}  [{s}..{ee}] {mean(during):10.4g}  first {during[0] if during else math.nan:10.4g}  "
+                      f"to end {mean(after):10.4g}  last {after[-1] if after else math.nan:10.4g}  non-finite {sum(1 for v in after if not math.isfinite(v))}")
+            if inc["component"]:
+                # Which component's series moves first, in its own scale (|log ratio| to the pre-fault mean > log 3, or non-finite)?
+                firsts = {}
+                for metric in ("grad_norm", "weight_norm", "update_ratio", "act_norm", "dead_fraction"):
+                    comps = {l.get("component") for l in lines if l.get("type") == "point" and l["metric"] == metric and l.get("component")}
+                    for c in comps:
+                        ser = series(lines, metric, c)
+                        base = mean(window(ser, s - 50, s - 1))
+                        for st in range(s, last_step + 1):
+                            v = ser.get(st)
+                            if v is None:
+                                continue
+                            moved = (not math.isfinite(v)) or (
+                                abs(v - base) > 0.5 if metric == "dead_fraction" else
+                                (base > 0 and (v <= 0 or abs(math.log(max(v, 1e-30) / base)) > math.log(3))))
+                            if moved:
+                                firsts[(metric, c)] = st
+                                break
+                order = sorted(firsts.items(), key=lambda kv: kv[1])[:6]
+                print("      first to move (x3 / non-finite / dead 0.5): " + ", ".join(f"{m}@{c} {st}" for (m, c), st in order))
+    print(f"total {total / 1048576:.2f} MiB in {len(labels['runs'])} files")
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()

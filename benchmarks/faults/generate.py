@@ -1,0 +1,851 @@
+#!/usr/bin/env python
+"""Generate the labelled fault corpus: small real training runs on CPU with injected faults.
+
+    .venv/bin/pip install -e '.[faults]'                  # torch==2.13.0 (CPU)
+    .venv/bin/python benchmarks/faults/generate.py        # all 40 runs -> benchmarks/faults/corpus/
+    .venv/bin/python benchmarks/faults/generate.py --only lr_spike --seeds 0 1 --out /tmp/c
+    .venv/bin/python benchmarks/faults/generate.py --only benign --seeds 4
+
+Every run trains the same tiny pre-LN character-level transformer (2 blocks, d=64) with AdamW
+on the text of the Python standard library's own .py files (found with
+`os.path.dirname(os.__file__)`, sorted; nothing is downloaded), on one CPU thread, for 700
+optimizer steps, and writes what a training job would send under contract v1
+(shared/spec/ingest-v1.md, NDJSON): one run line, phase lines, and per step the run-level
+points `loss`, `lr`, `throughput`, `grad_norm` and, for each of the six components `embed`,
+`blocks.0.attn`, `blocks.0.mlp`, `blocks.1.attn`, `blocks.1.mlp`, `head`, the points
+`grad_norm`, `weight_norm`, `update_ratio`, `act_norm`, `dead_fraction`; `val_loss` at evals.
+
+Fault runs (8 kinds) inject one fault at a step drawn from the seed in 250..550; benign runs
+exercise warmup, evals, checkpoints, cosine LR decay, a data refresh and a restart from a
+checkpoint with replayed steps. labels.json says what was injected where. Training values are a
+deterministic function of (kind, seed) on a given torch build and Python standard library;
+`time` and `throughput` are measured wall time and differ from one generation to the next.
+A fault run of seed N and the benign run of seed N share the model initialisation and the
+batch order, so their values agree step for step before the fault (and before the benign
+run's data refresh).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "corpus"
+
+# ----------------------------------------------------------------------------- configuration
+STEPS = 700
+WARMUP = 50
+BATCH = 16
+SEQ = 64
+D_MODEL = 64
+HEADS = 4
+HIDDEN = 256
+LAYERS = 2
+PEAK_LR = 3e-3
+MIN_LR = 3e-4
+WEIGHT_DECAY = 0.1
+BETAS = (0.9, 0.99)
+EVAL_EVERY = 100
+EVAL_BATCHES = 8
+CHECKPOINTS = (250, 450)
+T0 = 1764400000
+
+COMPONENTS = ["embed", "blocks.0.attn", "blocks.0.mlp", "blocks.1.attn", "blocks.1.mlp", "head"]
+COMPONENT_METRICS = ("grad_norm", "weight_norm", "update_ratio", "act_norm", "dead_fraction")
+
+FAULT_KINDS = [
+    "lr_spike",
+    "nan_weights",
+    "component_blowup",
+    "dead_layer",
+    "frozen_layer",
+    "label_corruption",
+    "overfit_divergence",
+    "dataloader_stall",
+]
+KINDS = FAULT_KINDS + ["benign"]
+# The faulty component by seed (seed % 4); run-level faults have none.
+FAULT_COMPONENTS = {
+    "nan_weights": ["blocks.0.attn", "head", "blocks.1.mlp", "embed"],
+    "component_blowup": ["blocks.1.mlp", "blocks.0.attn", "blocks.0.mlp", "blocks.1.attn"],
+    "dead_layer": ["blocks.0.mlp", "blocks.1.attn", "blocks.1.mlp", "blocks.0.attn"],
+    "frozen_layer": ["blocks.1.mlp", "embed", "blocks.0.attn", "head"],
+}
+FAULT_LAYER_METRICS = {
+    "lr_spike": ["lr", "loss", "grad_norm"],
+    "nan_weights": ["weight_norm", "act_norm", "loss", "grad_norm"],
+    "component_blowup": ["grad_norm", "update_ratio"],
+    "dead_layer": ["dead_fraction", "act_norm", "grad_norm", "update_ratio", "weight_norm"],
+    "frozen_layer": ["update_ratio"],
+    "label_corruption": ["loss", "val_loss"],
+    "overfit_divergence": ["val_loss", "loss"],
+    "dataloader_stall": ["throughput"],
+}
+STALL_STEPS = 20
+STALL_SLEEP = 0.15
+NAN_TAIL = 50  # a nan_weights run is stopped this many steps after the NaN (its last step: s + 49)
+OVERFIT_WINDOWS = 32  # the fixed training subset of an overfit_divergence run, in SEQ-long windows
+OVERFIT_EVAL_EVERY = 25
+BLOWUP_GROWTH = 1.25  # component_blowup: gradient multiplier growth per step ...
+BLOWUP_CAP = 1e6  # ... up to this factor, where it stays (float32 Adam state stays finite)
+
+
+def split_of(kind: str, seed: int) -> str:
+    if kind == "benign":
+        return "tune" if seed <= 3 else "heldout"
+    return "tune" if seed <= 1 else "heldout"
+
+
+def run_id(kind: str, seed: int) -> str:
+    return f"faults-{kind}-s{seed}"
+
+
+# ----------------------------------------------------------------------------- data
+EXCLUDED_DIRS = {"site-packages", "dist-packages", "test", "tests", "idlelib", "__pycache__",
+                 "lib2to3", "ensurepip", "turtledemo"}
+VOCAB = 97  # 0 = any other character, 1..95 = printable ASCII, 96 = newline
+
+
+def stdlib_files() -> list[Path]:
+    root = Path(os.path.dirname(os.__file__))
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED_DIRS and not d.startswith("config-"))
+        found.extend(Path(dirpath) / f for f in filenames if f.endswith(".py"))
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def encode(text: str) -> np.ndarray:
+    raw = np.frombuffer(text.replace("\t", "    ").encode("ascii", "replace"), dtype=np.uint8)
+    ids = np.zeros(raw.shape, dtype=np.int64)
+    printable = (raw >= 32) & (raw <= 126)
+    ids[printable] = raw[printable] - 31
+    ids[raw == 10] = 96
+    return ids
+
+
+class Corpus:
+    """Three disjoint shards of the standard library's .py text, files dealt round-robin in sorted order:
+    shard A (files 0, 3, 6, ...), shard B (1, 4, 7, ...) and validation (2, 5, 8, ...), each capped."""
+
+    CAP = {"A": 3_000_000, "B": 3_000_000, "val": 400_000}
+
+    def __init__(self):
+        files = stdlib_files()
+        root = Path(os.path.dirname(os.__file__))
+        texts = {"A": [], "B": [], "val": []}
+        sizes = {k: 0 for k in texts}
+        digest = hashlib.sha256()
+        for i, path in enumerate(files):
+            shard = ("A", "B", "val")[i % 3]
+            if sizes[shard] >= self.CAP[shard]:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + text.encode("utf-8", "replace"))
+            texts[shard].append(text)
+            sizes[shard] += len(text)
+        self.shards = {k: encode("\n".join(v)) for k, v in texts.items()}
+        self.files = len(files)
+        self.sha256 = digest.hexdigest()
+        self.python = platform.python_version()
+        self.root = str(root)
+        # A fixed validation set: EVAL_BATCHES x BATCH windows at evenly spaced offsets.
+        val = self.shards["val"]
+        offsets = np.linspace(0, len(val) - SEQ - 2, EVAL_BATCHES * BATCH).astype(np.int64)
+        x, y = self.windows(val, offsets)
+        self.val = [(x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH]) for i in range(EVAL_BATCHES)]
+
+    @staticmethod
+    def windows(data: np.ndarray, offsets: np.ndarray):
+        idx = offsets[:, None] + np.arange(SEQ + 1)[None, :]
+        chunk = torch.from_numpy(data[idx])
+        return chunk[:, :-1].contiguous(), chunk[:, 1:].contiguous()
+
+
+# ----------------------------------------------------------------------------- model
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(VOCAB, D_MODEL)
+        self.pos = nn.Embedding(SEQ, D_MODEL)
+
+    def forward(self, idx):
+        return self.tok(idx) + self.pos.weight[: idx.shape[1]]
+
+
+class Attn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(D_MODEL)
+        self.qkv = nn.Linear(D_MODEL, 3 * D_MODEL, bias=False)
+        self.proj = nn.Linear(D_MODEL, D_MODEL, bias=False)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, HEADS, d // HEADS).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(D_MODEL)
+        self.fc1 = nn.Linear(D_MODEL, HIDDEN, bias=True)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(HIDDEN, D_MODEL, bias=False)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(self.ln(x))))
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attn()
+        self.mlp = MLP()
+
+    def forward(self, x):
+        x = x + self.attn(x)
+        return x + self.mlp(x)
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(D_MODEL)
+        self.out = nn.Linear(D_MODEL, VOCAB, bias=False)
+
+    def forward(self, x):
+        return self.out(self.ln(x))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = Embed()
+        self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
+        self.head = Head()
+
+    def forward(self, idx):
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+class Probe:
+    """Forward hooks: per component, the mean L2 norm of its output vectors and the share of its
+    output units that are dead for the whole batch (MLP: hidden ReLU units <= 0; others: |x| < 1e-6)."""
+
+    def __init__(self, model: Model):
+        self.out = {}
+        self.active = False
+        modules = dict(model.named_modules())
+        for name in COMPONENTS:
+            modules[name].register_forward_hook(self._hook(name, "act"))
+            if name.endswith(".mlp"):
+                modules[name].act.register_forward_hook(self._hook(name, "relu"))
+
+    def _hook(self, name, what):
+        def hook(module, inputs, output):
+            if self.active:
+                self.out[(name, what)] = output.detach()
+        return hook
+
+    def read(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        norms, dead = [], []
+        for name in COMPONENTS:
+            out = self.out[(name, "act")]
+            norms.append(torch.linalg.vector_norm(out, dim=-1).mean())
+            if name.endswith(".mlp"):
+                dead.append((self.out[(name, "relu")] <= 0).all(dim=1).all(dim=0).float().mean())
+            else:
+                dead.append((out.abs() < 1e-6).all(dim=1).all(dim=0).float().mean())
+        return norms, dead
+
+
+def component_params(model: Model) -> dict[str, list[nn.Parameter]]:
+    modules = dict(model.named_modules())
+    return {name: list(modules[name].parameters()) for name in COMPONENTS}
+
+
+def make_optimizer(model: Model) -> torch.optim.AdamW:
+    groups = []
+    for name, params in component_params(model).items():
+        decay = [p for p in params if p.dim() >= 2]
+        plain = [p for p in params if p.dim() < 2]
+        groups.append({"params": decay, "weight_decay": WEIGHT_DECAY, "component": name, "lr_mult": 1.0})
+        groups.append({"params": plain, "weight_decay": 0.0, "component": name, "lr_mult": 1.0})
+    return torch.optim.AdamW(groups, lr=PEAK_LR, betas=BETAS, eps=1e-8)
+
+
+def scheduled_lr(step: int) -> float:
+    if step <= WARMUP:
+        return PEAK_LR * step / WARMUP
+    progress = (step - WARMUP) / (STEPS - WARMUP)
+    return MIN_LR + 0.5 * (PEAK_LR - MIN_LR) * (1 + math.cos(math.pi * progress))
+
+
+# ----------------------------------------------------------------------------- wire format
+def num(value: float) -> str:
+    if value != value:
+        return '"NaN"'
+    if value == math.inf:
+        return '"Infinity"'
+    if value == -math.inf:
+        return '"-Infinity"'
+    return format(value, ".7g")
+
+
+class Writer:
+    def __init__(self, rid: str):
+        self.rid = rid
+        self.lines: list[str] = []
+        self.prefix = '{"type":"point","run":"%s","step":' % rid
+
+    def run_line(self, obj: dict):
+        self.lines.append(json.dumps({"type": "run", **obj}, separators=(",", ":")))
+
+    def phase(self, step: int, phase: str, t: float):
+        self.lines.append('{"type":"phase","run":"%s","step":%d,"phase":"%s","time":%.3f}' % (self.rid, step, phase, t))
+
+    def point(self, step: int, metric: str, value: float, t: str, component: str | None = None):
+        comp = '' if component is None else ',"component":"%s"' % component
+        self.lines.append('%s%d,"metric":"%s"%s,"value":%s,"time":%s}' % (self.prefix, step, metric, comp, num(value), t))
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- one run
+class Plan:
+    """What happens in one run: the fault (if any), and the benign events."""
+
+    def __init__(self, kind: str, seed: int):
+        self.kind, self.seed = kind, seed
+        k = KINDS.index(kind)
+        rng = np.random.default_rng([seed, k, 20251129])
+        self.component = ""
+        self.start = self.end = None
+        self.params: dict = {}
+        self.restart = self.refresh = None
+        self.checkpoints = set(CHECKPOINTS)
+        self.last_step = STEPS
+        if kind != "benign":
+            self.start = int(rng.integers(250, 551))
+            if kind in FAULT_COMPONENTS:
+                options = FAULT_COMPONENTS[kind]
+                self.component = options[seed % len(options)]
+            if kind == "lr_spike":
+                self.params = {"factor": int(rng.integers(30, 101)), "steps": 10}
+                self.end = self.start + 9
+            elif kind == "nan_weights":
+                self.last_step = self.start + NAN_TAIL - 1
+            elif kind == "component_blowup":
+                self.params = {"gradient_multiplier": f"min({BLOWUP_GROWTH}^(step - start + 1), {BLOWUP_CAP:g})"}
+            elif kind == "label_corruption":
+                self.params = {"fraction": round(float(rng.uniform(0.5, 1.0)), 2)}
+            elif kind == "overfit_divergence":
+                self.params = {"windows": OVERFIT_WINDOWS, "eval_every": OVERFIT_EVAL_EVERY}
+            elif kind == "dataloader_stall":
+                self.params = {"sleep_s": STALL_SLEEP, "steps": STALL_STEPS}
+                self.end = self.start + STALL_STEPS - 1
+        else:
+            # A restart from a checkpoint at c (not near an eval or a regular checkpoint), crash at
+            # c + k, and a data refresh away from both.
+            busy = set()
+            for e in list(range(EVAL_EVERY, STEPS + 1, EVAL_EVERY)) + list(CHECKPOINTS):
+                busy.update(range(e - 12, e + 13))
+            while True:
+                c = int(rng.integers(180, 560))
+                k = int(rng.integers(30, 81))
+                if c not in busy and (c + 11) not in busy:
+                    break
+            self.restart = (c, k)
+            self.checkpoints.add(c)
+            blocked = busy | set(range(c - 15, c + k + 15))
+            while True:
+                r = int(rng.integers(200, 640))
+                if not blocked.intersection(range(r, r + 11)):
+                    break
+            self.refresh = r
+        self.evals = set(range(EVAL_EVERY, STEPS + 1, EVAL_EVERY))
+        if kind == "overfit_divergence":
+            self.evals |= {e for e in range(OVERFIT_EVAL_EVERY, STEPS + 1, OVERFIT_EVAL_EVERY) if e >= self.start}
+        self.evals = {e for e in self.evals if e <= self.last_step}
+        self.checkpoints = {c for c in self.checkpoints if c <= self.last_step}
+
+    def phases_at(self, step: int, replay_start: int | None = None) -> list[str]:
+        """Phase lines to send at `step` (in order). replay_start: the first step re-sent after a restart."""
+        out = []
+        if step == 1:
+            out.append("warmup")
+        if step == WARMUP + 1:
+            out.append("steady")
+        if replay_start is not None and step == replay_start:
+            return ["restart"]
+        if replay_start is not None and step == replay_start + 10:
+            out.append("steady")
+        if self.refresh is not None and step == self.refresh:
+            out.append("data_refresh")
+        if self.refresh is not None and step == self.refresh + 10:
+            out.append("steady")
+        if step - 1 in self.evals or step - 1 in self.checkpoints:
+            if "steady" not in out and step <= self.last_step:
+                out.append("steady")
+        if step in self.checkpoints:
+            out = [p for p in out if p != "steady"] + ["checkpoint"]
+        if step in self.evals:
+            out = [p for p in out if p != "steady"] + ["eval"]
+        return out
+
+
+def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str, dict, dict]:
+    torch.set_num_threads(1)
+    plan = Plan(kind, seed)
+    rid = run_id(kind, seed)
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    model = Model()
+    opt = make_optimizer(model)
+    probe = Probe(model)
+    cparams = component_params(model)
+    all_params = [p for p in model.parameters()]
+    data_gen = torch.Generator().manual_seed(1000 + seed)
+    fault_gen = torch.Generator().manual_seed(2000 + seed)
+    shard = "A"
+
+    w = Writer(rid)
+    config = {
+        "model": f"pre-LN char transformer, {LAYERS} blocks, d_model {D_MODEL}, {HEADS} heads, mlp {HIDDEN}, vocab {VOCAB}",
+        "params": sum(p.numel() for p in all_params),
+        "optimizer": "AdamW", "lr": PEAK_LR, "min_lr": MIN_LR, "warmup_steps": WARMUP, "schedule": "linear warmup, cosine decay",
+        "betas": list(BETAS), "weight_decay": WEIGHT_DECAY, "grad_clip": None,
+        "batch_size": BATCH, "seq_len": SEQ, "seed": seed,
+        "data": f"CPython {corpus.python} standard library .py files (sha256 {corpus.sha256[:16]})",
+        "torch": torch.__version__, "threads": 1,
+    }
+    w.run_line({
+        "id": rid,
+        "name": f"faults corpus: {kind}, seed {seed} (char transformer on the Python stdlib, CPU)",
+        "tags": {"corpus": "faults", "kind": kind, "seed": str(seed), "split": split_of(kind, seed)},
+        "config": config,
+        "budget": {"steps": STEPS},
+    })
+
+    tmp = tempfile.TemporaryDirectory(prefix="faults-ckpt-")
+    clock = float(T0 + offset)
+    overfit_x = overfit_y = None
+    overfit_cursor = 0
+    replay_start = None
+    crashed = False
+    history = {"replay_loss": {}, "loss": {}, "val_loss": {}, "throughput": {}, "lr": {}, "grad_norm": {}, "comp": {}}
+    val_log = []
+
+    def evaluate() -> float:
+        model.eval()
+        total = 0.0
+        with torch.no_grad():
+            for x, y in corpus.val:
+                logits = model(x)
+                total += F.cross_entropy(logits.view(-1, VOCAB), y.view(-1)).item()
+        model.train()
+        return total / len(corpus.val)
+
+    def save_state(path: Path, step: int):
+        torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict(),
+                    "data_gen": data_gen.get_state(), "fault_gen": fault_gen.get_state(),
+                    "shard": shard}, path)
+
+    step = 1
+    wall_prev = time.perf_counter()
+    while step <= plan.last_step:
+        s0 = time.perf_counter()
+        for phase in plan.phases_at(step, replay_start):
+            w.phase(step, phase, clock)
+        if plan.refresh is not None and step == plan.refresh:
+            shard = "B"
+
+        # ---- data
+        data = corpus.shards[shard]
+        offsets = torch.randint(0, len(data) - SEQ - 2, (BATCH,), generator=data_gen).numpy()
+        x, y = Corpus.windows(data, offsets)
+        if kind == "overfit_divergence" and step >= plan.start:
+            if overfit_x is None:
+                sub = torch.randint(0, len(data) - SEQ - 2, (OVERFIT_WINDOWS,), generator=fault_gen).numpy()
+                overfit_x, overfit_y = Corpus.windows(data, sub)
+            sel = [(overfit_cursor + i) % OVERFIT_WINDOWS for i in range(BATCH)]
+            overfit_cursor = (overfit_cursor + BATCH) % OVERFIT_WINDOWS
+            x, y = overfit_x[sel], overfit_y[sel]
+        if kind == "label_corruption" and step >= plan.start:
+            flat = y.reshape(-1).clone()
+            n = flat.numel()
+            chosen = torch.randperm(n, generator=fault_gen)[: int(round(plan.params["fraction"] * n))]
+            flat[chosen] = flat[chosen[torch.randperm(len(chosen), generator=fault_gen)]]
+            y = flat.view_as(y)
+        if kind == "dataloader_stall" and plan.start <= step <= plan.end:
+            time.sleep(STALL_SLEEP)
+
+        # ---- injections before the forward pass
+        lr = scheduled_lr(step)
+        if kind == "lr_spike" and plan.start <= step <= plan.end:
+            lr = lr * plan.params["factor"]
+        comp_mods = dict(model.named_modules())
+        if step == plan.start:
+            if kind == "nan_weights":
+                with torch.no_grad():
+                    target = {"embed": comp_mods["embed"].pos.weight, "head": comp_mods["head"].out.weight}.get(plan.component)
+                    if target is None:
+                        mod = comp_mods[plan.component]
+                        target = mod.qkv.weight if hasattr(mod, "qkv") else mod.fc1.weight
+                    r = int(torch.randint(0, target.shape[0], (1,), generator=fault_gen))
+                    c = int(torch.randint(0, target.shape[1], (1,), generator=fault_gen))
+                    if plan.component == "embed":
+                        target[:, c] = float("nan")  # every position's embedding
+                        plan.params = {"tensor": "embed.pos.weight", "column": c}
+                    else:
+                        target[r, c] = float("nan")
+                        name = [n for n, p in model.named_parameters() if p is target][0]
+                        plan.params = {"tensor": name, "index": [r, c]}
+            elif kind == "dead_layer":
+                mod = comp_mods[plan.component]
+                with torch.no_grad():
+                    if hasattr(mod, "fc1"):
+                        mod.fc1.weight.zero_()
+                        mod.fc1.bias.fill_(-0.1)  # every ReLU input is -0.1, for every token, from now on
+                        plan.params = {"how": "fc1 weights zeroed and fc1 bias set to -0.1 (every ReLU input -0.1)"}
+                    else:
+                        mod.qkv.weight.zero_()
+                        mod.proj.weight.zero_()
+                        plan.params = {"how": "qkv and proj weights zeroed"}
+                for p in cparams[plan.component]:
+                    state = opt.state.get(p)
+                    if state:
+                        state["exp_avg"].zero_()
+                        state["exp_avg_sq"].zero_()
+            elif kind == "frozen_layer":
+                for g in opt.param_groups:
+                    if g["component"] == plan.component:
+                        g["lr_mult"] = 0.0
+                plan.params = {"how": "the component's parameter groups get learning rate 0"}
+        for g in opt.param_groups:
+            g["lr"] = lr * g["lr_mult"]
+
+        # ---- forward / backward
+        probe.active = True
+        logits = model(x)
+        probe.active = False
+        loss = F.cross_entropy(logits.view(-1, VOCAB), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if kind == "component_blowup" and step >= plan.start:
+            mult = min(BLOWUP_GROWTH ** (step - plan.start + 1), BLOWUP_CAP)
+            for p in cparams[plan.component]:
+                if p.grad is not None:
+                    p.grad.mul_(mult)
+
+        with torch.no_grad():
+            act_norms, dead = probe.read()
+            before = [torch.cat([p.detach().reshape(-1) for p in cparams[n]]) for n in COMPONENTS]
+            grad_sq = []
+            for n in COMPONENTS:
+                gs = [p.grad.reshape(-1) for p in cparams[n] if p.grad is not None]
+                grad_sq.append(torch.cat(gs).double().square().sum() if gs else torch.zeros((), dtype=torch.float64))
+        opt.step()
+        with torch.no_grad():
+            after = [torch.cat([p.detach().reshape(-1) for p in cparams[n]]) for n in COMPONENTS]
+            w_norms = [torch.linalg.vector_norm(b) for b in before]  # the weights this step's forward pass used
+            upd = [torch.linalg.vector_norm(a - b) / wn for a, b, wn in zip(after, before, w_norms)]
+            stats = torch.stack([x.double() for x in (loss.detach(), torch.stack(grad_sq).sum().sqrt(), *[g.sqrt() for g in grad_sq],
+                                 *w_norms, *upd, *act_norms, *dead)]).tolist()
+        loss_v, gnorm = stats[0], stats[1]
+        k = len(COMPONENTS)
+        comp_vals = {
+            "grad_norm": stats[2:2 + k], "weight_norm": stats[2 + k:2 + 2 * k], "update_ratio": stats[2 + 2 * k:2 + 3 * k],
+            "act_norm": stats[2 + 3 * k:2 + 4 * k], "dead_fraction": stats[2 + 4 * k:2 + 5 * k],
+        }
+
+        val = None
+        if step in plan.evals:
+            val = evaluate()
+        if step in plan.checkpoints:
+            save_state(Path(tmp.name) / f"step{step}.pt", step)
+
+        now = time.perf_counter()
+        elapsed = now - wall_prev
+        wall_prev = now
+        clock += elapsed
+        t = "%.3f" % clock
+        throughput = BATCH / elapsed
+        w.point(step, "loss", loss_v, t)
+        w.point(step, "lr", lr, t)
+        w.point(step, "throughput", throughput, t)
+        w.point(step, "grad_norm", gnorm, t)
+        for metric in COMPONENT_METRICS:
+            for name, v in zip(COMPONENTS, comp_vals[metric]):
+                w.point(step, metric, v, t, name)
+        if val is not None:
+            w.point(step, "val_loss", val, t)
+            val_log.append((step, val))
+        if crashed and step <= plan.restart[0] + plan.restart[1]:
+            history["replay_loss"][step] = loss_v
+        else:
+            history["loss"][step] = loss_v
+            history["lr"][step] = lr
+            history["throughput"][step] = throughput
+            history["grad_norm"][step] = gnorm
+            history["comp"][step] = comp_vals
+            if val is not None:
+                history["val_loss"][step] = val
+
+        # ---- a benign crash and restart from the checkpoint at c
+        if plan.restart is not None and not crashed and step == plan.restart[0] + plan.restart[1]:
+            crashed = True
+            c = plan.restart[0]
+            state = torch.load(Path(tmp.name) / f"step{c}.pt", weights_only=False)
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            data_gen.set_state(state["data_gen"])
+            fault_gen.set_state(state["fault_gen"])
+            shard = state["shard"]
+            replay_start = c + 1
+            step = c + 1
+            now = time.perf_counter()
+            clock += now - wall_prev
+            wall_prev = now
+            continue
+        step += 1
+    tmp.cleanup()
+    return w.text(), plan.__dict__ | {"rid": rid}, history
+
+
+# ----------------------------------------------------------------------------- labels
+def _mean(values):
+    values = [v for v in values if v == v and abs(v) != math.inf]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def describe(plan: dict, history: dict) -> dict:
+    """The label of one run, with what the fault measurably did."""
+    kind, seed, s, comp = plan["kind"], plan["seed"], plan["start"], plan["component"]
+    loss = history["loss"]
+    gn = history["grad_norm"]
+    comps = history["comp"]
+
+    def cm(metric, name, steps):
+        return _mean([comps[i][metric][COMPONENTS.index(name)] for i in steps if i in comps])
+
+    events = [{"kind": "warmup", "start_step": 1, "end_step": WARMUP, "replayed_steps": None,
+               "note": f"LR rises linearly to {PEAK_LR:g}; loss {loss[1]:.3f} at step 1 -> {loss[WARMUP]:.3f} at step {WARMUP}"}]
+    last = plan["last_step"]
+    events.append({"kind": "lr_decay", "start_step": WARMUP + 1, "end_step": last, "replayed_steps": None,
+                   "note": f"cosine decay from {PEAK_LR:g} to {MIN_LR:g} at step {STEPS}; marked 'steady' in the NDJSON"})
+    for e in sorted(plan["evals"]):
+        events.append({"kind": "eval", "start_step": e, "end_step": e, "replayed_steps": None,
+                       "note": f"val_loss {history['val_loss'].get(e, float('nan')):.4f} on {EVAL_BATCHES}x{BATCH} held-out windows"})
+    for c in sorted(plan["checkpoints"]):
+        tp = history["throughput"]
+        base = _mean([tp[i] for i in range(c - 20, c - 1) if i in tp and i not in plan["evals"]])
+        events.append({"kind": "checkpoint", "start_step": c, "end_step": c, "replayed_steps": None,
+                       "note": f"torch.save of model, optimizer and data-loader state; throughput {tp.get(c, float('nan')):.0f} samples/s at this step vs {base:.0f} typical"})
+    if plan["refresh"] is not None:
+        r = plan["refresh"]
+        events.append({"kind": "data_refresh", "start_step": r, "end_step": r + 9, "replayed_steps": None,
+                       "note": f"training switches from text shard A to shard B (other stdlib files) at step {r}; loss mean {_mean([loss[i] for i in range(r - 20, r)]):.3f} over the 20 steps before, {_mean([loss[i] for i in range(r, r + 20)]):.3f} over the 20 from it"})
+    if plan["restart"] is not None:
+        c, k = plan["restart"]
+        again = history["replay_loss"]
+        same = all(again[i] == loss[i] for i in range(c + 1, c + k + 1))
+        events.append({"kind": "restart", "start_step": c + 1, "end_step": c + 1, "replayed_steps": [c + 1, c + k],
+                       "note": f"checkpoint at step {c}; the job ran on to step {c + k}, crashed, reloaded the step-{c} checkpoint "
+                               f"(model, optimizer, data-loader RNG) and re-sent steps {c + 1}-{c + k} "
+                               f"({'value for value identical training values' if same else 'with different values'}; "
+                               f"time and throughput are new measurements); 'restart' phase at {c + 1}, 'steady' at {c + 11}"})
+
+    incidents = []
+    note = ""
+    metrics = list(FAULT_LAYER_METRICS.get(kind, []))
+    pre = range(s - 50, s) if s else range(0)
+    if kind == "lr_spike":
+        e = plan["end"]
+        base = _mean([loss[i] for i in pre])
+        peak = max(loss[i] for i in range(s, e + 20))
+        sd = float(np.std([loss[i] for i in pre]))
+        rec = next((i for i in range(e + 1, last - 8) if _mean([loss[j] for j in range(i, i + 10)]) <= base + 3 * sd), None)
+        note = (f"LR x{plan['params']['factor']} at steps {s}-{e} ({history['lr'][s]:.4g} vs {scheduled_lr(s):.4g} scheduled); "
+                f"loss mean {base:.3f} (sd {sd:.3f}) over the 50 steps before, peak {peak:.3f} by step {e + 19}; "
+                f"global grad_norm mean {_mean([gn[i] for i in pre]):.3g} before, max {max(gn[i] for i in range(s, e + 20)):.3g} in {s}-{e + 19}; "
+                + (f"the 10-step loss mean is back within 3 sd of the pre-spike mean from step {rec}" if rec else
+                   "the loss does not come back within 3 sd of the pre-spike mean before the end of the run"))
+        end = e if rec is None or rec <= e + 50 else rec
+        if rec is None:
+            end = None
+        incidents.append(dict(kind=kind, start_step=s, end_step=end, component="", metrics=metrics, note=note))
+    elif kind == "nan_weights":
+        first_nan_loss = next((i for i in sorted(loss) if i >= s and loss[i] != loss[i]), None)
+        note = (f"NaN written into {plan['params']['tensor']} {plan['params'].get('index', plan['params'].get('column'))} "
+                f"before the forward pass of step {s}: weight_norm of {comp} NaN from step {s} (finite {cm('weight_norm', comp, [s - 1]):.4g} at {s - 1}), "
+                f"act_norm NaN from step {s} in {comp} and every component after it, loss and every grad_norm and update_ratio NaN from step {first_nan_loss}; "
+                f"the NaN gradients make every component's weights NaN in that step's update, so every weight_norm is NaN from step {s + 1}; the job is stopped after step {last} (budget {STEPS})")
+        incidents.append(dict(kind=kind, start_step=s, end_step=None, component=comp, metrics=metrics, note=note))
+    elif kind == "component_blowup":
+        g0 = cm("grad_norm", comp, pre)
+        others = [n for n in COMPONENTS if n != comp]
+        first_10x = next((i for i in range(s, last + 1) if comps[i]["grad_norm"][COMPONENTS.index(comp)] > 10 * g0), None)
+        other_10x = {n: next((i for i in range(s, last + 1) if comps[i]["grad_norm"][COMPONENTS.index(n)] > 10 * cm("grad_norm", n, pre)), None) for n in others}
+        loss_up = next((i for i in range(s, last - 8) if _mean([loss[j] for j in range(i, i + 10)]) > _mean([loss[j] for j in pre]) + 0.1), None)
+        note = (f"from step {s} the gradients of {comp} are multiplied by min({BLOWUP_GROWTH}^(step-{s}+1), {BLOWUP_CAP:g}) after backward (an unscaling bug "
+                f"feeding on itself): its grad_norm {g0:.3g} (mean of the 50 steps before) -> {comps[s]['grad_norm'][COMPONENTS.index(comp)]:.3g} at {s}, "
+                f"{comps[min(s + 20, last)]['grad_norm'][COMPONENTS.index(comp)]:.3g} at {min(s + 20, last)}, >10x from step {first_10x}; "
+                f"first step another component's grad_norm exceeds 10x its own baseline: "
+                f"{min([v for v in other_10x.values() if v is not None], default='never')}; "
+                f"its update_ratio {cm('update_ratio', comp, pre):.3g} before, {cm('update_ratio', comp, range(s + 10, s + 30)):.3g} at {s + 10}-{s + 29}; "
+                + (f"the 10-step loss mean first exceeds the pre-fault mean by 0.1 at step {loss_up}" if loss_up is not None else
+                   "the loss is unaffected (the 10-step loss mean never exceeds the pre-fault mean by 0.1): Adam normalises the update"))
+        if loss_up is not None:
+            metrics.append("loss")
+        incidents.append(dict(kind=kind, start_step=s, end_step=None, component=comp, metrics=metrics, note=note))
+    elif kind == "dead_layer":
+        note = (f"{plan['params']['how']} in {comp} at step {s}: dead_fraction {cm('dead_fraction', comp, pre):.3f} before -> "
+                f"{cm('dead_fraction', comp, range(s, last + 1)):.3f} from {s}; act_norm {cm('act_norm', comp, pre):.3g} -> {cm('act_norm', comp, range(s, last + 1)):.3g}; "
+                f"grad_norm {cm('grad_norm', comp, pre):.3g} -> {cm('grad_norm', comp, range(s, last + 1)):.3g}; "
+                f"update_ratio {cm('update_ratio', comp, pre):.3g} -> {cm('update_ratio', comp, range(s, last + 1)):.3g}; "
+                f"weight_norm {cm('weight_norm', comp, [s - 1]):.4g} at {s - 1} -> {cm('weight_norm', comp, [s]):.4g} at {s}; "
+                f"loss {_mean([loss[i] for i in pre]):.3f} over the 50 steps before, {_mean([loss[i] for i in range(s, s + 20)]):.3f} over the 20 from {s}")
+        incidents.append(dict(kind=kind, start_step=s, end_step=None, component=comp, metrics=metrics, note=note))
+    elif kind == "frozen_layer":
+        note = (f"{plan['params']['how']} ({comp}) from step {s} on: its update_ratio {cm('update_ratio', comp, pre):.3g} (mean of the 50 steps before) -> "
+                f"{cm('update_ratio', comp, range(s, last + 1)):.3g}; weight_norm constant from {s + 1}; grad_norm {cm('grad_norm', comp, pre):.3g} -> "
+                f"{cm('grad_norm', comp, range(s, last + 1)):.3g}; loss {_mean([loss[i] for i in pre]):.3f} before, {_mean([loss[i] for i in range(last - 49, last + 1)]):.3f} over the last 50 steps")
+        incidents.append(dict(kind=kind, start_step=s, end_step=None, component=comp, metrics=metrics, note=note))
+    elif kind == "label_corruption":
+        vl = history["val_loss"]
+        note = (f"from step {s} {plan['params']['fraction']:.0%} of each batch's targets are permuted among themselves (label noise "
+                f"with the character frequencies kept): loss {_mean([loss[i] for i in pre]):.3f} over the 50 steps before, "
+                f"{_mean([loss[i] for i in range(s, s + 10)]):.3f} over the 10 from {s}, {_mean([loss[i] for i in range(last - 49, last + 1)]):.3f} over the last 50; "
+                f"val_loss {', '.join(f'{v:.3f}@{e}' for e, v in sorted(vl.items()))}")
+        incidents.append(dict(kind=kind, start_step=s, end_step=None, component="", metrics=metrics, note=note))
+    elif kind == "overfit_divergence":
+        vl = history["val_loss"]
+        before = [(e, v) for e, v in sorted(vl.items()) if e < s]
+        after = [(e, v) for e, v in sorted(vl.items()) if e >= s]
+        best = min(after, key=lambda ev: ev[1])
+        note = (f"from step {s} every batch is drawn from one fixed set of {OVERFIT_WINDOWS} windows of {SEQ} characters, "
+                f"and val_loss is evaluated every {OVERFIT_EVAL_EVERY} steps: training loss {_mean([loss[i] for i in pre]):.3f} over the 50 steps before, "
+                f"{_mean([loss[i] for i in range(last - 49, last + 1)]):.3f} over the last 50; val_loss {before[-1][1]:.3f}@{before[-1][0]} (last eval before), "
+                f"then {', '.join(f'{v:.3f}@{e}' for e, v in after)} (lowest {best[1]:.3f}@{best[0]})")
+        incidents.append(dict(kind=kind, start_step=s, end_step=None, component="", metrics=metrics, note=note))
+    elif kind == "dataloader_stall":
+        tp = history["throughput"]
+        e = plan["end"]
+        clean = [i for i in pre if i not in plan["evals"] and i not in plan["checkpoints"]]
+        note = (f"each data-loading call sleeps {STALL_SLEEP} s at steps {s}-{e}: throughput median "
+                f"{float(np.median([tp[i] for i in clean])):.0f} samples/s over the 50 steps before, "
+                f"{float(np.median([tp[i] for i in range(s, e + 1)])):.0f} during, {float(np.median([tp[i] for i in range(e + 1, min(e + 21, last + 1))])):.0f} over the 20 after; "
+                f"training values are unaffected")
+        incidents.append(dict(kind=kind, start_step=s, end_step=e, component="", metrics=metrics, note=note))
+
+    if incidents:
+        incidents[0]["params"] = {"injected_steps": [s, plan["end"] if plan["end"] is not None else last], **plan["params"]}
+    if incidents:
+        inc = incidents[0]
+        where = f" of component {inc['component']}" if inc["component"] else ""
+        span = f"steps {inc['start_step']}-{inc['end_step']}" if inc["end_step"] is not None else f"step {inc['start_step']} to the end"
+        expectation = (f"An alert on {'/'.join(inc['metrics'])}{where} at or soon after step {inc['start_step']} ({kind}, {span}), "
+                       f"naming {inc['component'] or 'the run'}; none before it: not during warmup (1-{WARMUP}), nor at the evals, checkpoints "
+                       f"or the LR decay.")
+    else:
+        c, k = plan["restart"]
+        expectation = (f"No alert anywhere in the run: warmup (1-{WARMUP}), the cosine LR decay, evals every {EVAL_EVERY} steps, checkpoints at "
+                       f"{', '.join(str(x) for x in sorted(plan['checkpoints']))} (throughput dips), the data refresh at {plan['refresh']} and the "
+                       f"restart at {c + 1} with steps {c + 1}-{c + k} replayed are all normal.")
+    return {"incidents": incidents, "benign_events": events, "expectation": expectation}
+
+
+# ----------------------------------------------------------------------------- main
+def write_gz(path: Path, text: str):
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz:
+            gz.write(text.encode())
+    tmp.replace(path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default benchmarks/faults/corpus)")
+    ap.add_argument("--only", nargs="+", choices=KINDS, help="only these kinds")
+    ap.add_argument("--seeds", nargs="+", type=int, help="only these seeds (default: 0-3 for faults, 0-7 for benign)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    torch.use_deterministic_algorithms(True)
+
+    jobs = []
+    for kind in args.only or KINDS:
+        seeds = args.seeds if args.seeds is not None else (range(8) if kind == "benign" else range(4))
+        jobs.extend((kind, seed) for seed in seeds)
+    args.out.mkdir(parents=True, exist_ok=True)
+    labels_path = args.out / "labels.json"
+    labels = json.loads(labels_path.read_text()) if labels_path.exists() else {}
+    runs = labels.get("runs", {})
+
+    corpus = Corpus()
+    started = time.perf_counter()
+    for kind, seed in jobs:
+        t = time.perf_counter()
+        offset = KINDS.index(kind) * 1_000_000 + seed * 20_000
+        text, plan, history = generate_run(kind, seed, corpus, offset)
+        rid = plan["rid"]
+        path = args.out / f"{rid}.ndjson.gz"
+        write_gz(path, text)
+        label = {"file": path.name, "split": split_of(kind, seed), "kind": kind, "seed": seed}
+        label.update(describe(plan, history))
+        runs[rid] = label
+        inc = label["incidents"][0] if label["incidents"] else None
+        print(f"{rid:34s} {time.perf_counter() - t:5.1f}s {path.stat().st_size / 1024:7.0f} KiB  "
+              + (f"start {inc['start_step']} end {inc['end_step']} {inc['component'] or '(run)'}" if inc else
+                 f"restart {plan['restart']} refresh {plan['refresh']}"), flush=True)
+
+    order = {run_id(k, s): (KINDS.index(k), s) for k in KINDS for s in range(100)}
+    document = {
+        "version": 1,
+        "generated_by": "benchmarks/faults/generate.py",
+        "contract": "shared/spec/ingest-v1.md (NDJSON)",
+        "conventions": {
+            "start_step/end_step": "inclusive training steps as they appear in the point lines; end_step null = did not end (not recovered) within the run",
+            "replayed_steps": "[first, last] steps that were already sent once and are sent again after a restart, or null",
+            "component": "the faulty component, as named in the point lines; \"\" = a run-level fault",
+            "metrics": "the metrics in which the fault shows (of the component when one is named, else run-level)",
+            "split": "tune = fault seeds 0-1 and benign seeds 0-3; heldout = the rest",
+        },
+        "corpus": {
+            "data": f"CPython {corpus.python} standard library .py files under {corpus.root} ({corpus.files} files after exclusions, sha256 {corpus.sha256}), PSF License",
+            "torch": torch.__version__,
+            "steps": STEPS,
+            "components": COMPONENTS,
+        },
+        "runs": dict(sorted(runs.items(), key=lambda kv: order.get(kv[0], (99, 0)))),
+    }
+    labels_path.write_text(json.dumps(document, indent=1) + "\n")
+    print(f"{len(jobs)} runs in {time.perf_counter() - started:.0f} s -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
