@@ -4,6 +4,7 @@ With no environment set it runs embedded: SQLite under var/, Celery tasks run
 eagerly in the web process, the in-memory channel layer. DATABASE_URL and
 REDIS_URL switch to PostgreSQL and Redis, which is how it runs in production.
 """
+import importlib.util
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -103,7 +104,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.js comes from the plotly package's own copy and is served by us: the console runs offline, no CDN.
+STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(importlib.util.find_spec("plotly").origin).parent / "package_data")]
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "staticfiles")))
 try:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start without it

@@ -9,6 +9,7 @@ from alerts.views import RuleViewSet
 
 from ingest import views as ingest_views
 from ingest.alertmanager import AlertmanagerView
+from opsconsole.chart_api import SeriesChartView
 
 router = SimpleRouter()
 router.register("rules", RuleViewSet, basename="rule")
@@ -20,6 +21,7 @@ api_v1 = [
     # The points route comes first: run ids may contain "/".
     path("runs/<path:run_id>/points/", ingest_views.PointsView.as_view(), name="run-points"),
     path("runs/<path:run_id>/events/", ingest_views.EventsView.as_view(), name="run-events"),
+    path("runs/<path:run_id>/series/", SeriesChartView.as_view(), name="run-series"),
     path("runs/<path:run_id>/", ingest_views.RunDetailView.as_view(), name="run-detail"),
     path("alerts/", AlertListView.as_view(), name="alerts"),
     *router.urls,

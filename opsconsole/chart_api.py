@@ -1,0 +1,83 @@
+"""The console's chart data: one series in at most N buckets, with the band the rules check."""
+import numpy as np
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from alerts.bands import BandParams, series_band
+from alerts.evaluation import _series_selected
+from alerts.models import Rule, RuleKind
+from ingest.downsample import series_buckets
+from ingest.models import Series
+from ingest.views import _step_param, wire_value
+from opsconsole.permissions import visible_runs
+
+MAX_BUCKETS = 5000
+
+
+def _finite_or_none(values):
+    return [None if not np.isfinite(v) else float(v) for v in values.tolist()]
+
+
+def band_rule_for(series):
+    """The project's first enabled band rule covering the series: its band is the one drawn."""
+    for rule in Rule.objects.filter(project_id=series.run.project_id, kind=RuleKind.BAND, enabled=True).order_by("name"):
+        if _series_selected(rule, series.metric, series.component, series.layer):
+            return rule
+    return None
+
+
+class SeriesChartView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("metric", str, required=True),
+            OpenApiParameter("component", str),
+            OpenApiParameter("start", int),
+            OpenApiParameter("end", int),
+            OpenApiParameter("buckets", int, description="at most this many buckets (default 2000)"),
+            OpenApiParameter("band", bool, description="include the phase-aware band"),
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request, run_id):
+        """One series downsampled to buckets (min, max, last, non-finite count each), optionally with its band."""
+        run = get_object_or_404(visible_runs(request.user), run_id=run_id)
+        metric = request.query_params.get("metric")
+        if not metric:
+            raise exceptions.ValidationError({"metric": "metric is required"})
+        component = request.query_params.get("component") or ""
+        start, end = _step_param(request, "start"), _step_param(request, "end")
+        buckets = _step_param(request, "buckets") or 2000
+        if not 1 <= buckets <= MAX_BUCKETS:
+            raise exceptions.ValidationError({"buckets": f"must be between 1 and {MAX_BUCKETS}"})
+        series = get_object_or_404(Series.objects.select_related("run"), run=run, metric=metric, component=component)
+        data = series_buckets(series, start, end, buckets)
+        body = {
+            "run": run.run_id,
+            "metric": metric,
+            "component": component or None,
+            "layer": series.layer,
+            "resolution": data.resolution,
+            "bucket_steps": data.bucket_steps,
+            "step": data.step.tolist(),
+            "min": _finite_or_none(data.min),
+            "max": _finite_or_none(data.max),
+            "last": [wire_value(v) for v in data.last.tolist()],
+            "nonfinite": data.nonfinite.tolist(),
+        }
+        if request.query_params.get("band") in ("1", "true"):
+            rule = band_rule_for(series)
+            params = BandParams.from_params(rule.params if rule else None)
+            every = max(1, int(data.count.sum()) // max(buckets, 1))
+            steps, centre, lower, upper = series_band(series, start, end, params, every=every)
+            body["band"] = {
+                "rule": rule.name if rule else None,
+                "step": steps.tolist(),
+                "centre": _finite_or_none(centre),
+                "lower": _finite_or_none(lower),
+                "upper": _finite_or_none(upper),
+            }
+        return Response(body)
