@@ -50,7 +50,8 @@ class SeriesChartView(APIView):
             raise exceptions.ValidationError({"metric": "metric is required"})
         component = request.query_params.get("component") or ""
         start, end = _step_param(request, "start"), _step_param(request, "end")
-        buckets = _step_param(request, "buckets") or 2000
+        buckets = _step_param(request, "buckets")
+        buckets = 2000 if buckets is None else buckets
         if not 1 <= buckets <= MAX_BUCKETS:
             raise exceptions.ValidationError({"buckets": f"must be between 1 and {MAX_BUCKETS}"})
         series = get_object_or_404(Series.objects.select_related("run"), run=run, metric=metric, component=component)
