@@ -1,14 +1,22 @@
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, render
 
 from opsconsole.permissions import visible_runs
+from opsconsole.run_page import run_page
+from opsconsole.runs_list import runs_list
 
 
 @login_required
 def runs(request):
-    rows = visible_runs(request.user).order_by("-last_seen_at", "run_id")[:500]
-    return render(request, "console/runs.html", {"runs": rows})
+    q = request.GET
+    return render(request, "console/runs.html", runs_list(request.user, q.get("project"), q.get("status"), q.get("tag")))
+
+
+@login_required
+def run_detail(request, run_id):
+    run = get_object_or_404(visible_runs(request.user), run_id=run_id)
+    return render(request, "console/run.html", run_page(run))
 
 
 def runbook(request, name):

@@ -1,0 +1,54 @@
+"""The runs list: each run's status, last step, open alerts and its five layers at a glance, with filters."""
+from collections import defaultdict
+
+from alerts.models import Alert, AlertState
+from ingest.models import Layer, RunStatus, Series
+from opsconsole.permissions import visible_projects, visible_runs
+
+LAYERS = [Layer.SYSTEM, Layer.DATA, Layer.NUMERICS, Layer.OPTIMIZATION, Layer.GENERALIZATION]
+PAGE = 500
+
+
+def parse_tag(text: str):
+    """'team=pretrain' -> ('team', 'pretrain'); a bare key matches any value."""
+    key, _, value = text.partition("=")
+    return key.strip(), (value.strip() if _ else None)
+
+
+def runs_list(user, project=None, status=None, tag=None) -> dict:
+    runs = visible_runs(user).order_by("-last_seen_at", "run_id")
+    if project:
+        runs = runs.filter(project__slug=project)
+    if status in RunStatus.values:
+        runs = runs.filter(status=status)
+    if tag:
+        key, value = parse_tag(tag)
+        runs = runs.filter(**({f"tags__{key}": value} if value is not None else {"tags__has_key": key}))
+    runs = list(runs[:PAGE])
+    ids = [r.pk for r in runs]
+    layers_with_data = defaultdict(set)
+    layer_of = {}
+    for run_id, metric, component, layer in Series.objects.filter(run_id__in=ids).values_list("run_id", "metric", "component", "layer"):
+        layers_with_data[run_id].add(layer)
+        layer_of[(run_id, metric, component)] = layer
+    open_alerts = defaultdict(list)
+    for alert in Alert.objects.filter(run_id__in=ids).exclude(state=AlertState.RESOLVED).values("run_id", "metric", "component", "state"):
+        open_alerts[alert["run_id"]].append(alert)
+    rows = []
+    for run in runs:
+        troubled = defaultdict(int)
+        for alert in open_alerts[run.pk]:
+            # Event alerts name no metric: they belong to the numerics layer, as job health events do.
+            troubled[layer_of.get((run.pk, alert["metric"], alert["component"]), Layer.NUMERICS)] += 1
+        glance = []
+        for layer in LAYERS:
+            state = "alert" if troubled[layer] else ("ok" if layer in layers_with_data[run.pk] else "none")
+            glance.append({"layer": layer, "state": state, "alerts": troubled[layer]})
+        rows.append({"run": run, "open_alerts": len(open_alerts[run.pk]), "layers": glance})
+    return {
+        "rows": rows,
+        "projects": visible_projects(user).order_by("slug"),
+        "statuses": RunStatus.choices,
+        "filters": {"project": project or "", "status": status or "", "tag": tag or ""},
+        "truncated": len(runs) == PAGE,
+    }

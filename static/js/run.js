@@ -1,0 +1,212 @@
+/* The run page's charts: one Plotly chart per series, drawn from /api/v1/runs/<id>/series/.
+ *
+ * Each chart shows the bucket's last value as the line, the min–max of each
+ * bucket as a light envelope (so a one-step spike is never hidden), the
+ * phase-aware band the rules check, non-finite buckets as red crosses, phase
+ * spans shaded across every chart, restarts as dashed lines and alerts as red
+ * markers at their first step. Zooming any chart refetches finer data for all
+ * of them; charts below the fold are drawn when scrolled into view.
+ */
+(function () {
+  "use strict";
+  const data = JSON.parse(document.getElementById("run-chart-data").textContent);
+  const runPath = "/api/v1/runs/" + data.run.split("/").map(encodeURIComponent).join("/") + "/series/";
+  const PHASE_COLOURS = { warmup: "#f59e0b", eval: "#6366f1", checkpoint: "#0ea5e9", restart: "#ef4444", data_refresh: "#10b981", cooldown: "#a3a3a3", lr_decay: "#d4d4d4" };
+  const charts = [];
+  let range = null; // [start, end] shared by every chart, null = the whole run
+  let zooming = false;
+
+  function num(v) { return v === null || v === "NaN" || v === "Infinity" || v === "-Infinity" ? null : v; }
+
+  function shapes(maxStep) {
+    const out = [];
+    const shown = range ? range[1] - range[0] : (maxStep || 1);
+    const minWidth = shown / 400; // a one-step eval or checkpoint stays visible when zoomed out
+    for (const p of data.phases) {
+      const end = p.end === null ? (maxStep === null ? p.start : maxStep) : p.end;
+      const half = Math.max(0.5, (minWidth - (end - p.start)) / 2);
+      out.push({ type: "rect", xref: "x", yref: "paper", x0: p.start - half, x1: end + half, y0: 0, y1: 1, line: { width: 0 },
+                 fillcolor: PHASE_COLOURS[p.kind] || "#9ca3af", opacity: 0.13, layer: "below" });
+    }
+    for (const a of data.attempts) {
+      if (a.number < 2 || a.start_step === null) continue;
+      out.push({ type: "line", xref: "x", yref: "paper", x0: a.start_step, x1: a.start_step, y0: 0, y1: 1,
+                 line: { color: "#ef4444", width: 1, dash: "dash" } });
+    }
+    return out;
+  }
+
+  function alertsFor(metric, component) {
+    return data.alerts.filter((a) => (a.component || "") === component && (a.metric === metric || (!a.metric && component)));
+  }
+
+  function annotations(chart) {
+    const out = [];
+    for (const a of data.attempts) {
+      if (a.number < 2 || a.start_step === null) continue;
+      out.push({ x: a.start_step, y: 1, xref: "x", yref: "paper", text: a.rewind ? "restart (rewind from " + a.rewind.from_step + ")" : "restart",
+                 showarrow: false, font: { size: 9, color: "#b91c1c" }, xanchor: "left", yanchor: "top", visible: !chart.small });
+    }
+    return out;
+  }
+
+  function traces(chart, body) {
+    const t = [];
+    const band = body.band;
+    if (band && band.step.length) {
+      t.push({ x: band.step, y: band.lower, mode: "lines", line: { width: 0 }, hoverinfo: "skip", showlegend: false, connectgaps: false });
+      t.push({ x: band.step, y: band.upper, mode: "lines", line: { width: 0 }, fill: "tonexty", fillcolor: "rgba(34,197,94,0.18)",
+               name: "band", hovertemplate: "band upper %{y:.4g}<extra></extra>", connectgaps: false });
+      t.push({ x: band.step, y: band.centre, mode: "lines", line: { width: 1, dash: "dot", color: "rgba(21,128,61,0.7)" },
+               name: "band centre", hoverinfo: "skip", connectgaps: false });
+    }
+    if (body.resolution !== "raw" || body.bucket_steps > 1) {
+      t.push({ x: body.step, y: body.min.map(num), mode: "lines", line: { width: 0 }, hoverinfo: "skip", showlegend: false });
+      t.push({ x: body.step, y: body.max.map(num), mode: "lines", line: { width: 0 }, fill: "tonexty", fillcolor: "rgba(37,99,235,0.15)",
+               name: "min–max", hovertemplate: "max %{y:.4g}<extra></extra>" });
+    }
+    t.push({ x: body.step, y: body.last.map(num), mode: "lines", line: { width: 1.3, color: "#1d4ed8" }, name: chart.metric,
+             hovertemplate: "step %{x}<br>" + chart.metric + " %{y:.5g}<extra></extra>" });
+    const bad = body.step.filter((_, i) => body.nonfinite[i] > 0);
+    if (bad.length) {
+      t.push({ x: bad, y: bad.map(() => 1), yaxis: "y2", mode: "markers", marker: { symbol: "x", color: "#dc2626", size: 9 },
+               name: "non-finite", text: body.step.map((s, i) => body.nonfinite[i]).filter((n) => n > 0),
+               hovertemplate: "step ≤ %{x}: %{text} non-finite<extra></extra>" });
+    }
+    const marks = alertsFor(chart.metric, chart.component);
+    if (marks.length) {
+      t.push({ x: marks.map((a) => a.step), y: marks.map(() => 0.98), yaxis: "y2", mode: "markers", cliponaxis: false,
+               marker: { symbol: "triangle-down", color: "#dc2626", size: 11 }, name: "alert", customdata: marks.map((a) => a.rule.name),
+               hovertemplate: "alert %{customdata} at step %{x}<extra></extra>" });
+    }
+    return t;
+  }
+
+  function valueRange(body) {
+    // The data decides the y range (min–max envelope included, so spikes show); the band is clipped to it.
+    let lo = Infinity, hi = -Infinity;
+    for (const arr of [body.min, body.max, body.last]) {
+      for (const v of arr) { const x = num(v); if (x !== null) { if (x < lo) lo = x; if (x > hi) hi = x; } }
+    }
+    if (!isFinite(lo)) return undefined;
+    const pad = (hi - lo) * 0.08 || Math.abs(hi) * 0.05 || 1;
+    return [lo - pad, hi + pad];
+  }
+
+  function layout(chart, body) {
+    const marks = alertsFor(chart.metric, chart.component);
+    const s = shapes(data.max_step);
+    for (const a of marks) {
+      s.push({ type: "line", xref: "x", yref: "paper", x0: a.step, x1: a.step, y0: 0, y1: 1, line: { color: "#dc2626", width: 1 } });
+    }
+    return {
+      margin: chart.small ? { l: 44, r: 8, t: 6, b: 24 } : { l: 56, r: 16, t: 10, b: 30 },
+      height: chart.small ? 150 : chart.big ? 320 : 220,
+      showlegend: false,
+      xaxis: { range: range || undefined, autorange: range ? false : true, zeroline: false, tickfont: { size: 10 } },
+      yaxis: { zeroline: false, tickfont: { size: 10 }, fixedrange: false, range: valueRange(body), autorange: valueRange(body) ? false : true },
+      yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
+      shapes: s,
+      annotations: annotations(chart),
+      plot_bgcolor: "#fff", paper_bgcolor: "#fff",
+      hovermode: "x",
+    };
+  }
+
+  async function fetchBody(chart) {
+    const width = Math.max(100, Math.floor(chart.el.clientWidth || 400));
+    const params = new URLSearchParams({ metric: chart.metric, buckets: String(Math.min(2000, width * 2)), band: "1" });
+    if (chart.component) params.set("component", chart.component);
+    if (range) { params.set("start", String(Math.max(0, Math.floor(range[0])))); params.set("end", String(Math.ceil(range[1]))); }
+    const response = await fetch(runPath + "?" + params.toString(), { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!response.ok) throw new Error(response.status + " " + (await response.text()));
+    return response.json();
+  }
+
+  async function draw(chart) {
+    chart.loading = true;
+    try {
+      const body = await fetchBody(chart);
+      await Plotly.react(chart.el, traces(chart, body), layout(chart, body), { displaylogo: false, responsive: true,
+        modeBarButtonsToRemove: ["lasso2d", "select2d", "autoScale2d"] });
+      chart.el.dataset.resolution = body.resolution;
+      chart.el.dataset.drawn = "1";
+      if (!chart.bound) {
+        chart.bound = true;
+        chart.el.on("plotly_relayout", (ev) => onZoom(ev));
+      }
+    } catch (err) {
+      chart.el.textContent = "Could not load " + chart.metric + ": " + err.message;
+      chart.el.classList.add("chart-error");
+    } finally {
+      chart.loading = false;
+    }
+  }
+
+  function onZoom(ev) {
+    if (zooming) return;
+    let next;
+    if (ev["xaxis.autorange"]) next = null;
+    else if (ev["xaxis.range[0]"] !== undefined) next = [ev["xaxis.range[0]"], ev["xaxis.range[1]"]];
+    else if (ev["xaxis.range"]) next = ev["xaxis.range"];
+    else return;
+    range = next;
+    redrawVisible();
+  }
+
+  function redrawVisible() {
+    zooming = true;
+    Promise.all(charts.filter((c) => c.visible).map(draw)).finally(() => { zooming = false; });
+  }
+
+  document.querySelectorAll(".chart[data-metric]").forEach((el) => {
+    charts.push({ el, metric: el.dataset.metric, component: el.dataset.component || "", small: el.classList.contains("chart-small"),
+                  big: el.classList.contains("chart-big"), visible: false, bound: false });
+  });
+  // What is on screen first, then the rest one after another, so the first chart is never kept waiting.
+  const observer = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      const chart = charts.find((c) => c.el === entry.target);
+      if (entry.isIntersecting && !chart.visible) { chart.visible = true; draw(chart); }
+    }
+  }, { rootMargin: "200px" });
+  charts.forEach((c) => observer.observe(c.el));
+  async function drawTheRest() {
+    for (const chart of charts) {
+      if (!chart.visible) { chart.visible = true; await draw(chart); }
+    }
+    document.body.dataset.chartsDrawn = "1";
+  }
+  window.addEventListener("load", () => setTimeout(drawTheRest, 300));
+
+  document.getElementById("reset-zoom").addEventListener("click", () => { range = null; redrawVisible(); });
+
+  // Live: new points redraw what is on screen; alerts and status changes update in place.
+  let pending = null;
+  function liveMessage(msg) {
+    if (msg.type === "points") {
+      if (msg.last_step !== undefined && msg.last_step !== null) {
+        data.max_step = Math.max(data.max_step || 0, msg.last_step);
+        document.getElementById("run-last-step").textContent = msg.last_step;
+      }
+      clearTimeout(pending);
+      pending = setTimeout(redrawVisible, 500);
+    } else if (msg.type === "alert" && msg.alert) {
+      const known = data.alerts.findIndex((a) => a.id === msg.alert.id);
+      if (known >= 0) data.alerts[known] = msg.alert; else data.alerts.push(msg.alert);
+      const open = data.alerts.filter((a) => a.state !== "resolved").length;
+      document.getElementById("run-open-alerts").textContent = open;
+      document.body.dataset.liveAlerts = String(data.alerts.length);
+      clearTimeout(pending);
+      pending = setTimeout(redrawVisible, 300);
+    } else if (msg.type === "run" && msg.status) {
+      const badge = document.getElementById("run-status");
+      badge.textContent = msg.status.charAt(0).toUpperCase() + msg.status.slice(1);
+      badge.className = "status status-" + msg.status;
+    }
+  }
+  if (window.WL && WL.live) {
+    WL.live.connect("/ws/runs/" + data.run + "/", liveMessage);
+  }
+  window.WLRun = { charts, data, redraw: redrawVisible, liveMessage };
+})();
