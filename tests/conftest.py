@@ -16,6 +16,7 @@ from opsconsole.celery import app as celery_app
 from opsconsole.models import Membership, Role
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+CHROMIUM = "/usr/bin/chromium"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -25,6 +26,11 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.usefixtures("_fail_missing_postgres"))
             else:
                 item.add_marker(pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://…"))
+        if "browser" in item.keywords and not os.path.exists(CHROMIUM):
+            if IN_CI:
+                item.add_marker(pytest.mark.usefixtures("_fail_missing_chromium"))
+            else:
+                item.add_marker(pytest.mark.skip(reason=f"needs Chromium at {CHROMIUM} (apt-get install chromium)"))
         if "redis" in item.keywords and not os.environ.get("REDIS_URL"):
             if IN_CI:
                 item.add_marker(pytest.mark.usefixtures("_fail_missing_redis"))
@@ -35,6 +41,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def _fail_missing_postgres():
     pytest.fail("CI must run this test on PostgreSQL, but DATABASE_URL is not a postgres:// URL")
+
+
+@pytest.fixture
+def _fail_missing_chromium():
+    pytest.fail(f"CI must run the browser tests, but {CHROMIUM} is missing (bin/test installs Debian's chromium)")
 
 
 @pytest.fixture
