@@ -13,8 +13,10 @@ import numpy as np
 from django.utils import timezone
 
 from alerts.bands import Band, BandParams, band_at, envelope, reference_band
+from alerts.changes import record_change
 from alerts.silence import SILENT
-from alerts.models import Alert, AlertChange, AlertState, ChangeKind, Rule, RuleKind, RuleProgress
+from alerts.triage import apply_mutes
+from alerts.models import Alert, AlertState, ChangeKind, Rule, RuleKind, RuleProgress
 from ingest.models import Attempt, Block, Event, Run, Series
 from ingest.phases import PhaseIndex
 from ingest.storage import read_points, unpack
@@ -129,6 +131,7 @@ class _BandJudge:
         self.restore_tolerance = rule.params.get("restore_tolerance", 0.25)
         self.keep = 5 * self.params.window
         self.adapt_after = rule.params.get("adapt_after", 2 * self.params.window)
+        self.chunk = max(4, self.params.window // 8)  # points judged together against the same history
         self.evaluator = evaluator
 
     def __call__(self, progress, series, steps, values, info, attempt):
@@ -167,33 +170,38 @@ class _BandJudge:
     def judge_kind(self, flags, progress, series, old, chosen, steps, values, judged, in_restore):
         """Judge one phase kind's new points; returns that kind's history after them.
 
-        Points judged outside the band stay out of the history while the
-        excursion lasts (up to `adapt_after` points), so a sustained excursion is
-        measured against the level before it instead of being absorbed; a level
-        held longer than that becomes the new baseline.
+        Points go in step order, a few at a time: each chunk is judged against
+        the history before it, and the points it finds outside the band stay
+        out of the history while the excursion lasts (up to `adapt_after`
+        points), so a sustained excursion is measured against the level before
+        it instead of being absorbed; a level held longer than that becomes
+        the new baseline.
         """
-        old_steps, old_values = old
-        new_steps, new_values = steps[chosen], values[chosen]
-        excluded = np.zeros(len(chosen), dtype=bool)
-        for _ in range(3):
-            kept_steps = np.concatenate([old_steps, new_steps[~excluded]])
-            order = np.argsort(kept_steps, kind="stable")
-            kept_steps, kept_values = kept_steps[order], np.concatenate([old_values, new_values[~excluded]])[order]
-            # In step order: each point against the points before it in training, even when its batch came late.
-            band = band_at(kept_values, np.searchsorted(kept_steps, new_steps, side="left"), self.params)
-            band = self.with_reference(series, new_steps, band)
-            held, magnitude = self.judge(new_values, band, judged[chosen], in_restore[chosen])
-            run = progress.held_points
-            still_out = np.zeros(len(chosen), dtype=bool)
+        kept_steps, kept_values = old
+        held_out = np.zeros(len(chosen), dtype=bool)
+        magnitude = np.full(len(chosen), np.nan)
+        run = progress.held_points
+        by_step = np.argsort(steps[chosen], kind="stable")
+        for start in range(0, len(by_step), self.chunk):
+            part = by_step[start:start + self.chunk]
+            at = chosen[part]
+            merged_steps = np.concatenate([kept_steps, steps[at]])
+            order = np.argsort(merged_steps, kind="stable")
+            merged_steps, merged_values = merged_steps[order], np.concatenate([kept_values, values[at]])[order]
+            # Each point against the points before it in training, even when its batch came late.
+            band = band_at(merged_values, np.searchsorted(merged_steps, steps[at], side="left"), self.params)
+            band = self.with_reference(series, steps[at], band)
+            held, beyond = self.judge(values[at], band, judged[at], in_restore[at])
+            held_out[part], magnitude[part] = held, beyond
+            excluded = np.zeros(len(at), dtype=bool)
             for i, h in enumerate(held.tolist()):
                 run = run + 1 if h else 0
-                still_out[i] = h and run <= self.adapt_after
-            if np.array_equal(still_out, excluded):
-                break
-            excluded = still_out
-        flags.held[chosen] = held
+                excluded[i] = h and run <= self.adapt_after
+            keep = ~np.isin(merged_steps, steps[at][excluded])
+            kept_steps, kept_values = merged_steps[keep][-self.keep:], merged_values[keep][-self.keep:]
+        flags.held[chosen] = held_out
         flags.magnitude[chosen] = magnitude
-        return kept_steps[-self.keep:], kept_values[-self.keep:]
+        return kept_steps, kept_values
 
     def with_reference(self, series, steps, band):
         references = self.evaluator.reference_points(series, int(steps.min()), int(steps.max()), self.params.reference_window)
@@ -283,7 +291,8 @@ class _Evaluator:
             (p.rule_id, p.component, p.metric): p for p in RuleProgress.objects.filter(run=run, rule__in=rules)
         }
         self.open_alerts = {
-            (a.rule_id, a.component): a for a in Alert.objects.filter(run=run, rule__in=rules).exclude(state=AlertState.RESOLVED)
+            (a.rule_id, a.component): a
+            for a in Alert.objects.filter(run=run, rule__in=rules).exclude(state=AlertState.RESOLVED).select_related("rule", "run")
         }
         self.reference_runs = list(
             Run.objects.filter(project_id=run.project_id, reference=True).exclude(pk=run.pk).values_list("pk", flat=True)
@@ -350,7 +359,8 @@ class _Evaluator:
                 first_step=first_step, last_step=step, fired_step=step, magnitude=magnitude, magnitude_unit=unit,
                 phase=phase.phase if phase else "", fired_at=self.now,
             )
-            AlertChange.objects.create(alert=alert, kind=ChangeKind.FIRED, step=step, at=self.now, receipt=self.receipt)
+            record_change(alert, ChangeKind.FIRED, step=step, at=self.now, receipt=self.receipt)
+            apply_mutes(alert, self.now)  # under an active mute it is created muted, with its own row
             self.open_alerts[(rule.pk, component)] = alert
             self.extended.add(alert.pk)
             return
@@ -362,14 +372,15 @@ class _Evaluator:
         if updates:
             Alert.objects.filter(pk=alert.pk).update(**updates)
         if alert.pk not in self.extended:
-            AlertChange.objects.create(alert=alert, kind=ChangeKind.EXTENDED, step=step, at=self.now, receipt=self.receipt)
+            record_change(alert, ChangeKind.EXTENDED, step=step, at=self.now, receipt=self.receipt)
             self.extended.add(alert.pk)
 
     def resolve(self, rule, component, step):
         alert = self.open_alerts.pop((rule.pk, component), None)
         if alert is not None:
             Alert.objects.filter(pk=alert.pk).update(state=AlertState.RESOLVED, resolved_at=self.now)
-            AlertChange.objects.create(alert=alert, kind=ChangeKind.RESOLVED, step=step, at=self.now, receipt=self.receipt)
+            alert.state, alert.resolved_at = AlertState.RESOLVED, self.now
+            record_change(alert, ChangeKind.RESOLVED, step=step, at=self.now, receipt=self.receipt)
 
     def points(self, rules):
         # Per series, attempts in the order they began: a batch can hold the end of one and the start of the next.
