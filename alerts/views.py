@@ -1,9 +1,16 @@
-from rest_framework import exceptions, viewsets
+from django.db.models import ProtectedError
+from rest_framework import exceptions, status, viewsets
 
 from alerts.models import Rule
 from alerts.rules import delete_rule
 from alerts.serializers import RuleSerializer
 from opsconsole.permissions import can_edit_rules, visible_projects
+
+
+class RuleInUse(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "this rule has alerts; disable it instead (PATCH enabled=false) to keep their history"
+    default_code = "rule_in_use"
 
 
 class RuleViewSet(viewsets.ModelViewSet):
@@ -33,4 +40,8 @@ class RuleViewSet(viewsets.ModelViewSet):
 
     def perform_destroy(self, instance):
         self._require_rule_admin(instance.project)
-        delete_rule(instance, user=self.request.user, source="api")
+        try:
+            delete_rule(instance, user=self.request.user, source="api")
+        except ProtectedError:
+            # Its alerts are history (verdicts, mutes, audit): a rule that fired is disabled, not deleted.
+            raise RuleInUse() from None

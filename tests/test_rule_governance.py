@@ -208,3 +208,17 @@ def test_load_rules_check_validates_without_saving(project, tmp_path):
     call_command("load_rules", str(path), check=True, stdout=out)
     assert "1 rule(s) valid" in out.getvalue()
     assert not Rule.objects.exists()
+
+
+def test_a_rule_with_alerts_is_not_deleted_by_the_api_but_can_be_disabled(api, owner, project, sender):
+    from alerts.models import Alert, RuleRevision
+
+    rule = save_rule(model_rule(project, scope={"metrics": ["loss"]}), source="test")
+    api.force_authenticate(owner)
+    sender.post({"run": {"id": "r"}, "points": [{"step": 1, "metric": "loss", "value": "NaN"}]})
+    assert Alert.objects.filter(rule=rule).exists()
+    revisions = RuleRevision.objects.count()
+    response = api.delete(f"/api/v1/rules/{rule.pk}/")
+    assert response.status_code == 409 and "disable" in response.json()["errors"][0]["message"]
+    assert RuleRevision.objects.count() == revisions
+    assert api.patch(f"/api/v1/rules/{rule.pk}/", {"enabled": False}, format="json").status_code == 200

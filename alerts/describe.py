@@ -1,0 +1,228 @@
+"""A rule in words, for the console's rules pages: scope, persistence, response, stats and revision diffs.
+
+Pure functions over a rule's stored fields (and counts), so the pages and their
+tests read a rule the same way the engine (alerts/evaluation.py) judges it.
+"""
+import json
+
+from django.db.models import Count, Q
+
+from alerts import evaluation
+from alerts.models import AlertState, Rule, Verdict
+
+# Threshold and band rules skip the engine's default phases unless the scope names phases (alerts/evaluation.py).
+_PHASE_ORDER = ("warmup", "eval", "checkpoint", "restart", "data_refresh")
+DEFAULT_SKIPPED_PHASES = tuple(
+    sorted(evaluation.DEFAULT_SKIPPED_PHASES, key=lambda p: (_PHASE_ORDER.index(p) if p in _PHASE_ORDER else len(_PHASE_ORDER), p))
+)
+PHASE_SKIPPING_KINDS = ("threshold", "band")
+OPEN_STATES = [AlertState.FIRING, AlertState.ACKNOWLEDGED, AlertState.MUTED]
+
+RESPONSE_WORDS = {
+    "observe": "recorded on the console only; nobody is paged",
+    "notify": "the owner is notified",
+    "review": "queued for the owner's review",
+    "stop": "the job is told to stop (automatic, in projects that have left read-only mode)",
+    "rewind": "the job is told to rewind to its last good checkpoint (automatic, in projects that have left read-only mode)",
+}
+
+# What each kind's `params` mean (README, Alert rules), shown next to the form's params field.
+KIND_PARAMS = {
+    "nonfinite": "no params: fires on a NaN or ±Infinity point.",
+    "threshold": '"above", "below" (either or both), "settle_steps".',
+    "band": '"direction" (above, below, both), "width" in robust σ, "window" (100), "min_history", "rel_floor", '
+    '"settle_steps" (5), "restore_window" (50), "restore_tolerance" (0.25), "reference_window".',
+    "absence": '"missing_steps" (more than N steps missing in a row) and/or "seconds" (more than T seconds between points).',
+    "event": '"min_magnitude"; the scope names the event "conditions".',
+    "divergence": '"training" (the training metric), "evaluations" K (3), "min_rise" (0.01); the scope names the validation metric.',
+}
+
+
+def _plural(n, word):
+    return f"{_number(n)} {word}{'' if n == 1 else 's'}"
+
+
+def _number(value):
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _duration(seconds):
+    seconds = float(seconds)
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{_number(seconds)} s ({_number(seconds / 3600)} h)"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{_number(seconds)} s ({_number(seconds / 60)} min)"
+    return f"{_number(seconds)} s"
+
+
+def persistence_words(persistence) -> str:
+    """'fires after 3 points in a row; resolves after 10 clear points in a row'."""
+    if not isinstance(persistence, dict) or not persistence:
+        return "—"
+    if "points" in persistence:
+        n = persistence["points"]
+        fires = "fires on the first point" if n == 1 else f"fires after {_plural(n, 'point')} in a row"
+    elif "steps" in persistence:
+        fires = f"fires once the condition has held for {_plural(persistence['steps'], 'step')}"
+    elif "seconds" in persistence:
+        fires = f"fires once the condition has held for {_duration(persistence['seconds'])}"
+    else:
+        fires = "fires (no points, steps or seconds given)"
+    m = persistence.get("resolve_points", 1)
+    resolves = "resolves on the first clear point" if m == 1 else f"resolves after {_plural(m, 'clear point')} in a row"
+    return f"{fires}; {resolves}"
+
+
+def scope_rows(scope, kind) -> list[dict]:
+    """The scope as labelled rows: {label, text (plain words), values (shown as code), note}."""
+    scope = scope if isinstance(scope, dict) else {}
+    rows = []
+
+    def row(label, text="", values=(), note=""):
+        rows.append({"label": label, "text": text, "values": list(values), "note": note})
+
+    if scope.get("metrics"):
+        row("Metrics", values=scope["metrics"])
+    if scope.get("conditions"):
+        row("Event conditions", values=scope["conditions"])
+    component = scope.get("component", "*")
+    if component in ("*", None):
+        row("Components", "every component, and the run as a whole")
+    elif component == "":
+        row("Components", "the run as a whole only", note="no per-component series")
+    else:
+        row("Components", "matching", [component])
+    if scope.get("layer"):
+        row("Layer", values=[scope["layer"]])
+    else:
+        row("Layer", "any layer")
+    if scope.get("phases"):
+        row("Phases", "only", scope["phases"])
+    elif kind in PHASE_SKIPPING_KINDS:
+        row("Phases", "all except", DEFAULT_SKIPPED_PHASES, note="the default for threshold and band rules")
+    else:
+        row("Phases", "all phases")
+    runs = scope.get("runs") or {}
+    if runs:
+        row("Runs", "tagged", [f"{k}={v}" for k, v in runs.items()])
+    else:
+        row("Runs", "every run of the project")
+    return rows
+
+
+def kind_words(kind, params) -> str:
+    """What makes a point 'held' for this kind, in one phrase."""
+    params = params if isinstance(params, dict) else {}
+    if kind == "nonfinite":
+        return "a value is NaN or ±Infinity"
+    if kind == "threshold":
+        parts = []
+        if params.get("above") is not None:
+            parts.append(f"above {_number(params['above'])}")
+        if params.get("below") is not None:
+            parts.append(f"below {_number(params['below'])}")
+        return f"a value is {' or '.join(parts)}" if parts else "a value crosses its threshold (none set)"
+    if kind == "band":
+        direction = params.get("direction", "both")
+        side = {"above": "above", "below": "below"}.get(direction, "outside")
+        width = f" ({_number(params['width'])} robust σ wide)" if params.get("width") is not None else ""
+        return f"a value is {side} its phase-aware band{width}"
+    if kind == "absence":
+        parts = []
+        if params.get("missing_steps") is not None:
+            parts.append(f"more than {_plural(params['missing_steps'], 'step')} are missing in a row")
+        if params.get("seconds") is not None:
+            parts.append(f"more than {_duration(params['seconds'])} pass without a point")
+        return " or ".join(parts) if parts else "data goes missing"
+    if kind == "event":
+        return "the job reports a health event" + (
+            f" of magnitude ≥ {_number(params['min_magnitude'])}" if params.get("min_magnitude") is not None else ""
+        )
+    if kind == "divergence":
+        k = params.get("evaluations", 3)
+        training = params.get("training", "the training metric")
+        return f"the validation metric rises at {_plural(k, 'evaluation')} in a row while {training} falls"
+    return kind or "—"
+
+
+def param_rows(params) -> list[tuple[str, str]]:
+    if not isinstance(params, dict):
+        return []
+    return [(key, value_text(value)) for key, value in params.items()]
+
+
+def value_text(value) -> str:
+    """A snapshot or params value as short text."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None or value == "":
+        return "(empty)"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return _number(value)
+
+
+# --- stats ----------------------------------------------------------------------
+
+def with_stats(rules):
+    """Annotate a Rule queryset with fire_count, verdict_count, false_alarm_count and open_count."""
+    return rules.annotate(
+        fire_count=Count("alerts", distinct=True),
+        verdict_count=Count("alerts", filter=Q(alerts__verdict__isnull=False), distinct=True),
+        false_alarm_count=Count("alerts", filter=Q(alerts__verdict=Verdict.FALSE_ALARM), distinct=True),
+        open_count=Count("alerts", filter=Q(alerts__state__in=OPEN_STATES), distinct=True),
+    )
+
+
+def false_alarm_rate(false_alarms: int, verdicts: int) -> str:
+    """'50% (1 of 2)': false alarms among the alerts that have a verdict; '—' before any verdict."""
+    if not verdicts:
+        return "—"
+    return f"{round(100 * false_alarms / verdicts)}% ({false_alarms} of {verdicts})"
+
+
+def _mute_rule_path():
+    """How alerts.models.Mute (when the triage work has added it) reaches a rule: 'rule', 'alert__rule', or None."""
+    from alerts import models as alert_models
+
+    mute = getattr(alert_models, "Mute", None)
+    if mute is None:
+        return None, None
+    relations = [f for f in mute._meta.get_fields() if f.is_relation and f.concrete]
+    for field in relations:
+        if field.related_model is Rule:
+            return mute, field.name
+    for field in relations:
+        if field.related_model is alert_models.Alert:
+            return mute, f"{field.name}__rule"
+    return mute, None
+
+
+def mute_counts(rule_ids) -> dict | None:
+    """{rule id: number of mutes} when a Mute model exists (checked now, at render time); None otherwise."""
+    mute, path = _mute_rule_path()
+    if mute is None or path is None:
+        return None
+    rows = mute.objects.filter(**{f"{path}__in": list(rule_ids)}).values(path).annotate(n=Count("pk", distinct=True))
+    return {row[path]: row["n"] for row in rows}
+
+
+# --- revisions ------------------------------------------------------------------
+
+def revision_history(revisions) -> list[dict]:
+    """Revisions (oldest first in) as entries, newest first, each with what changed since the one before."""
+    entries = []
+    previous = None
+    for revision in revisions:
+        snapshot = revision.snapshot or {}
+        changes = []
+        if previous is not None and revision.action != "deleted":
+            for key in dict.fromkeys([*previous, *snapshot]):
+                if previous.get(key) != snapshot.get(key):
+                    changes.append({"field": key, "old": value_text(previous.get(key)), "new": value_text(snapshot.get(key))})
+        entries.append({"revision": revision, "changes": changes, "first": previous is None})
+        previous = snapshot
+    entries.reverse()
+    return entries
