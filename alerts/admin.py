@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from alerts.models import Rule, RuleRevision
+from alerts.models import Mute, Rule, RuleRevision
 from alerts.rules import delete_rule, save_rule
 
 
@@ -20,3 +20,21 @@ class RuleAdmin(admin.ModelAdmin):
 class RuleRevisionAdmin(admin.ModelAdmin):
     list_display = ["rule_name", "project", "action", "changed_by", "source", "changed_at"]
     readonly_fields = [f.name for f in RuleRevision._meta.fields]
+
+
+@admin.register(Mute)
+class MuteAdmin(admin.ModelAdmin):
+    """Read-only: mutes are made through the inbox or the API (alerts/triage.py), which check reason and expiry."""
+
+    list_display = ["id", "project", "rule", "scope", "run", "component", "reason", "expires_at", "created_by", "ended_at"]
+    list_filter = ["project", "scope"]
+    readonly_fields = [f.name for f in Mute._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -8,7 +8,8 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from alerts.evaluation import evaluate_rules
-from ingest.models import Run, RunStatus
+from ingest.models import Block, Run, RunStatus
+from opsconsole.live import publish_points, publish_status
 
 
 def evaluate(receipt):
@@ -18,6 +19,9 @@ def evaluate(receipt):
         updates["last_step"] = Greatest(Coalesce(F("last_step"), Value(-1)), Value(receipt.max_step))
     Run.objects.filter(pk=receipt.run_id).update(**updates)
     run = Run.objects.get(pk=receipt.run_id)
+    # Live: the batch's points first (sent when this evaluation commits), then its alerts and the run's status.
+    touched = Block.objects.filter(receipt=receipt).values_list("series__metric", "series__component")
+    publish_points(run, receipt, touched.order_by("series__metric", "series__component").distinct())
     alerting = evaluate_rules(receipt, run)
     budget_steps = (run.budget or {}).get("steps")
     if alerting:
@@ -26,4 +30,5 @@ def evaluate(receipt):
         status = RunStatus.FINISHED
     else:
         status = RunStatus.HEALTHY
-    Run.objects.filter(pk=run.pk).exclude(status=status).update(status=status)
+    if Run.objects.filter(pk=run.pk).exclude(status=status).update(status=status):
+        publish_status(run, status, run.status)

@@ -1,4 +1,6 @@
 """Alert rules with their governance fields, and every revision of each rule."""
+from datetime import timedelta
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -156,6 +158,7 @@ class ChangeKind(models.TextChoices):
     ACKNOWLEDGED = "acknowledged"
     VERDICT = "verdict"
     MUTED = "muted"
+    UNMUTED = "unmuted"  # a mute that covered it expired (alerts/triage.py)
 
 
 class AlertChange(models.Model):
@@ -168,6 +171,7 @@ class AlertChange(models.Model):
     by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     receipt = models.ForeignKey("ingest.BatchReceipt", null=True, blank=True, on_delete=models.SET_NULL)
     note = models.TextField(blank=True)
+    verdict = models.CharField(max_length=16, choices=Verdict.choices, blank=True)  # on "verdict" rows: the one given
 
     class Meta:
         ordering = ["id"]
@@ -191,3 +195,80 @@ class RuleProgress(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["rule", "run", "component", "metric"], name="progress_unique_series")
         ]
+
+
+# A mute always ends: expires_at is required and at most this far ahead (alerts/triage.py checks it).
+MAX_MUTE_DURATION = timedelta(days=7)
+
+
+class MuteScope(models.TextChoices):
+    RULE = "rule"  # the rule on every run of its project
+    RUN = "run"  # the rule on one run
+    COMPONENT = "component"  # the rule on one component of one run
+
+
+class MuteQuerySet(models.QuerySet):
+    def active(self, now):
+        return self.filter(ended_at__isnull=True, expires_at__gt=now)
+
+    def covering(self, alert):
+        """Mutes whose scope takes in this alert (active or not)."""
+        return self.filter(rule_id=alert.rule_id).filter(
+            Q(scope=MuteScope.RULE)
+            | Q(scope=MuteScope.RUN, run_id=alert.run_id)
+            | Q(scope=MuteScope.COMPONENT, run_id=alert.run_id, component=alert.component)
+        )
+
+
+class Mute(models.Model):
+    """An on-call decision to keep a rule's alerts quiet for a while, with a reason; it always expires.
+
+    Active while not ended and expires_at is in the future. The periodic sweep
+    ends expired mutes and puts the alerts they kept muted back to firing.
+    """
+
+    project = models.ForeignKey("ingest.Project", on_delete=models.CASCADE, related_name="mutes")
+    scope = models.CharField(max_length=16, choices=MuteScope.choices)
+    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="mutes")
+    run = models.ForeignKey("ingest.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="mutes")
+    component = models.CharField(max_length=256, blank=True)  # scope component only ("" = the whole run)
+    reason = models.TextField()
+    expires_at = models.DateTimeField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = MuteQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["rule", "ended_at"], name="mute_rule_open")]
+        constraints = [
+            models.CheckConstraint(condition=~Q(reason=""), name="mute_reason_required"),
+            models.CheckConstraint(
+                condition=Q(scope=MuteScope.RULE, run__isnull=True)
+                | Q(scope__in=[MuteScope.RUN, MuteScope.COMPONENT], run__isnull=False),
+                name="mute_run_matches_scope",
+            ),
+            models.CheckConstraint(condition=Q(scope=MuteScope.COMPONENT) | Q(component=""), name="mute_component_only_for_component"),
+        ]
+
+    def __str__(self):
+        return f"mute #{self.pk} of {self.rule_id} ({self.scope}) until {self.expires_at:%Y-%m-%d %H:%M}"
+
+    def covers(self, alert) -> bool:
+        """In Python, what alerts_q says in SQL."""
+        if alert.rule_id != self.rule_id:
+            return False
+        if self.scope == MuteScope.RULE:
+            return True
+        return alert.run_id == self.run_id and (self.scope == MuteScope.RUN or alert.component == self.component)
+
+    def alerts_q(self) -> Q:
+        """The alerts this mute takes in."""
+        q = Q(rule_id=self.rule_id)
+        if self.scope != MuteScope.RULE:
+            q &= Q(run_id=self.run_id)
+        if self.scope == MuteScope.COMPONENT:
+            q &= Q(component=self.component)
+        return q

@@ -10,8 +10,11 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from alerts.models import Alert, AlertChange, AlertState, ChangeKind, Rule, RuleKind
+from alerts.changes import record_change
+from alerts.models import Alert, AlertState, ChangeKind, Rule, RuleKind
+from alerts.triage import apply_mutes
 from ingest.models import Run, RunStatus
+from opsconsole.live import publish_status
 
 SILENT = "silent"
 
@@ -40,9 +43,10 @@ def alert_silent_runs(now=None) -> int:
                         rule=rule, run=run, component="", metric="", condition=SILENT, first_step=step, last_step=step,
                         fired_step=step, magnitude=silent_for, magnitude_unit="seconds without data", fired_at=now,
                     )
-                    AlertChange.objects.create(alert=alert, kind=ChangeKind.FIRED, step=step, at=now,
-                                               note=f"no data for {silent_for:.0f} s")
-                    Run.objects.filter(pk=run.pk).update(status=RunStatus.ALERTING)
+                    record_change(alert, ChangeKind.FIRED, step=step, at=now, note=f"no data for {silent_for:.0f} s")
+                    apply_mutes(alert, now)
+                    if Run.objects.filter(pk=run.pk).exclude(status=RunStatus.ALERTING).update(status=RunStatus.ALERTING):
+                        publish_status(run, RunStatus.ALERTING, run.status)
                 fired += 1
             except IntegrityError:
                 continue  # another sweep fired it first

@@ -8,7 +8,9 @@ from django.utils import timezone
 
 from alerts import engine
 from alerts.silence import alert_silent_runs
+from alerts.triage import sweep_mutes
 from ingest.models import BatchReceipt, Run, RunStatus
+from opsconsole.live import collected, publish_status
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +26,8 @@ def evaluate_batch(receipt_id):
         )
         if receipt is None:
             return False  # done already, or another worker holds it
-        engine.evaluate(receipt)
+        with collected():  # its live frames go out after commit, one message per batch
+            engine.evaluate(receipt)
         BatchReceipt.objects.filter(pk=receipt.pk).update(evaluated_at=timezone.now())
     return True
 
@@ -43,6 +46,11 @@ def sweep_unevaluated(grace_seconds=10, limit=1000):
     for receipt_id in ids:
         queue_evaluation(receipt_id)
     alert_silent_runs()
+    sweep_mutes()  # expired mutes end and their alerts fire again; active ones cover what they should
     stalled_before = timezone.now() - timedelta(seconds=settings.RUN_STALLED_SECONDS)
-    Run.objects.filter(status=RunStatus.HEALTHY, last_seen_at__lt=stalled_before).update(status=RunStatus.STALLED)
+    quiet = Run.objects.filter(status=RunStatus.HEALTHY, last_seen_at__lt=stalled_before)
+    for run in quiet.only("pk", "project_id", "run_id", "last_step"):
+        # One by one, so that each run that turned stalled (and only those) is announced live.
+        if Run.objects.filter(pk=run.pk, status=RunStatus.HEALTHY).update(status=RunStatus.STALLED):
+            publish_status(run, RunStatus.STALLED, RunStatus.HEALTHY)
     return len(ids)

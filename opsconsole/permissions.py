@@ -29,3 +29,17 @@ def role_in(user, project) -> str | None:
 
 def can_edit_rules(user, project) -> bool:
     return role_in(user, project) == Role.RULE_ADMIN
+
+
+def can_triage(user, project) -> bool:
+    """Acknowledge, resolve, give verdicts and mute alerts: on-call and rule admins (never job tokens)."""
+    return role_in(user, project) in (Role.ONCALL, Role.RULE_ADMIN)
+
+
+def rule_admin_projects(user):
+    """The projects whose rules the user may create, edit and delete: the queryset form of `can_edit_rules`."""
+    if user is None or not user.is_authenticated or isinstance(user, ProjectTokenUser):
+        return Project.objects.none()
+    if user.is_superuser:
+        return Project.objects.all()
+    return Project.objects.filter(memberships__user=user, memberships__role=Role.RULE_ADMIN)

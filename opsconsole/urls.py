@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
 from alerts.alert_views import AlertListView
+from alerts import triage_views
 from alerts.views import RuleViewSet
 
 from ingest import views as ingest_views
@@ -24,6 +25,12 @@ api_v1 = [
     path("runs/<path:run_id>/series/", SeriesChartView.as_view(), name="run-series"),
     path("runs/<path:run_id>/", ingest_views.RunDetailView.as_view(), name="run-detail"),
     path("alerts/", AlertListView.as_view(), name="alerts"),
+    path("alerts/<int:pk>/", triage_views.AlertDetailView.as_view(), name="alert-detail"),
+    path("alerts/<int:pk>/acknowledge/", triage_views.AcknowledgeView.as_view(), name="alert-acknowledge"),
+    path("alerts/<int:pk>/resolve/", triage_views.ResolveView.as_view(), name="alert-resolve"),
+    path("alerts/<int:pk>/verdict/", triage_views.VerdictView.as_view(), name="alert-verdict"),
+    path("alerts/<int:pk>/mute/", triage_views.MuteView.as_view(), name="alert-mute"),
+    path("inbox/", triage_views.InboxView.as_view(), name="inbox"),
     *router.urls,
 ]
 

@@ -206,7 +206,7 @@
     }
   }
   if (window.WL && WL.live) {
-    WL.live.connect("/ws/runs/" + data.run + "/", liveMessage);
+    WL.live.connect(WL.live.runPath(data.run), liveMessage, { onState: (state, info) => { document.body.dataset.live = state; if (info && info.reconnected) redrawVisible(); } });
   }
   window.WLRun = { charts, data, redraw: redrawVisible, liveMessage };
 })();

@@ -1,0 +1,35 @@
+"""One way to record an alert's change: the AlertChange row, and the live `alert` message after commit.
+
+Every site that changes an alert (evaluation, the wall-clock sweep, triage)
+calls `record_change` after updating the alert, so the history row and what
+the console's websockets hear cannot drift apart.
+"""
+from django.utils import timezone
+
+from alerts.models import AlertChange
+from opsconsole.live import publish
+
+
+def record_change(alert, kind, *, step=None, at=None, by=None, receipt=None, note="", **fields) -> AlertChange:
+    """Create the change row; the run's and project's live groups hear of it once the transaction commits.
+
+    The message carries `alert` as its in-memory fields stand when the
+    transaction commits, so update the instance along with the row; `rule` and
+    `run` should be loaded (select_related) to spare a query each.
+    Other AlertChange fields (e.g. `verdict`) go in `fields`; the message carries them too.
+    """
+    from alerts.alert_views import alert_as_dict  # the API's shape; imported late (views import DRF)
+
+    change = AlertChange.objects.create(
+        alert=alert, kind=kind, step=step, at=at or timezone.now(), by=by, receipt=receipt, note=note, **fields
+    )
+    publish(alert.run, "alert", lambda: {
+        "change": str(kind),
+        "step": step,
+        "at": change.at,
+        "by": by.get_username() if by is not None else None,
+        "note": note,
+        **fields,
+        "alert": alert_as_dict(alert),  # at commit: as this transaction left it
+    })
+    return change

@@ -1,0 +1,287 @@
+"""Acting on alerts: acknowledge, resolve, verdict, mute; mutes on new alerts; mutes that expire.
+
+Every change of an alert is a conditional UPDATE (the state it may change from
+is in the WHERE clause), so two people acting at once change it once, and
+every change is its own `AlertChange` row: who (`by`), when (`at`) and a
+`note`. Rows the console writes itself (a new alert under a mute, a mute that
+expired) have no `by`.
+
+States: firing → acknowledged → resolved; firing or acknowledged → muted;
+muted → acknowledged (someone takes it on) or, when its mute expires, firing
+again. Resolved is final: it cannot be acknowledged or muted (a ValidationError
+naming `state`). Acknowledging an acknowledged alert and resolving a resolved
+one change nothing and write no row (the functions return None). A verdict may
+be given on any alert, resolved included; a later verdict replaces the alert's
+verdict and both rows stay.
+
+Bad input is a django ValidationError whose dict names the field (`verdict`,
+`note`, `scope`, `reason`, `expires_at`, `duration_minutes`); the API and the
+inbox page show it as it is. Permission is the caller's: every view checks
+`opsconsole.permissions.can_triage` first.
+"""
+from datetime import datetime, timedelta, timezone as dt_timezone
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from alerts.changes import record_change
+from alerts.models import MAX_MUTE_DURATION, Alert, AlertState, ChangeKind, Mute, MuteScope, Verdict
+
+# What the inbox page offers (minutes, label); the API takes any duration up to MAX_MUTE_DURATION.
+MUTE_DURATIONS = [(60, "1 hour"), (240, "4 hours"), (1440, "24 hours"), (10080, "7 days")]
+ACKNOWLEDGEABLE = [AlertState.FIRING, AlertState.MUTED]
+MUTABLE = [AlertState.FIRING, AlertState.ACKNOWLEDGED]
+OPEN = [AlertState.FIRING, AlertState.ACKNOWLEDGED, AlertState.MUTED]
+
+
+def _actor(user):
+    return user if getattr(user, "pk", None) else None
+
+
+def _record(alert, kind, user, now, note="", **fields):
+    """The change's row (and, at commit, its live message): `alert` must already show the new state."""
+    return record_change(alert, kind, at=now, by=_actor(user), note=note, **fields)
+
+
+def _text(value, field):
+    """A free-text field: None is empty, text is stripped, anything else (a number, a list) is refused by name."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValidationError({field: f"{field} must be text"})
+    return value.strip()
+
+
+def _current_state(alert):
+    alert.state = Alert.objects.filter(pk=alert.pk).values_list("state", flat=True).get()
+    return alert.state
+
+
+def max_duration_words():
+    days = MAX_MUTE_DURATION / timedelta(days=1)
+    return f"{days:g} days"
+
+
+def acknowledge(alert, user, now=None):
+    """Firing or muted → acknowledged. Returns the new row, or None if it was acknowledged already."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        if not Alert.objects.filter(pk=alert.pk, state__in=ACKNOWLEDGEABLE).update(state=AlertState.ACKNOWLEDGED):
+            if _current_state(alert) == AlertState.RESOLVED:
+                raise ValidationError({"state": f"alert {alert.pk} is resolved: a resolved alert cannot be acknowledged"})
+            return None
+        alert.state = AlertState.ACKNOWLEDGED
+        return _record(alert, ChangeKind.ACKNOWLEDGED, user, now)
+
+
+def resolve(alert, user, note="", now=None):
+    """Any open state → resolved. Returns the new row, or None if it was resolved already.
+
+    If the rule's condition still holds, the next point that holds it fires a new alert.
+    """
+    now = now or timezone.now()
+    note = _text(note, "note")
+    with transaction.atomic():
+        if not Alert.objects.filter(pk=alert.pk, state__in=OPEN).update(state=AlertState.RESOLVED, resolved_at=now):
+            _current_state(alert)
+            return None
+        alert.state, alert.resolved_at = AlertState.RESOLVED, now
+        return _record(alert, ChangeKind.RESOLVED, user, now, note=note)
+
+
+def give_verdict(alert, user, verdict, note="", now=None):
+    """Actionable or false alarm (a false alarm needs a note saying why), on an alert in any state."""
+    now = now or timezone.now()
+    note = _text(note, "note")
+    if not isinstance(verdict, str) or verdict not in Verdict.values:
+        raise ValidationError({"verdict": f"verdict must be one of {', '.join(Verdict.values)}"})
+    if verdict == Verdict.FALSE_ALARM and not note:
+        raise ValidationError({"note": "a note is required for a false alarm: say why it was not a real problem"})
+    with transaction.atomic():
+        # The row lock orders concurrent verdicts: the alert keeps the verdict of its newest row.
+        Alert.objects.select_for_update().filter(pk=alert.pk).values_list("pk", flat=True).get()
+        Alert.objects.filter(pk=alert.pk).update(verdict=verdict)
+        alert.verdict = verdict
+        return _record(alert, ChangeKind.VERDICT, user, now, note=note, verdict=verdict)
+
+
+def parse_expiry(expires_at=None, duration_minutes=None, now=None):
+    """The end of a mute from an ISO 8601 date-time (naive = UTC) or a number of minutes from now; None if neither."""
+    now = now or timezone.now()
+    given = lambda v: v is not None and v != ""  # noqa: E731
+    if given(expires_at) and given(duration_minutes):
+        raise ValidationError({"expires_at": "give expires_at or duration_minutes, not both"})
+    if given(duration_minutes):
+        try:
+            minutes = int(str(duration_minutes).strip())
+        except ValueError:
+            minutes = None
+        if isinstance(duration_minutes, bool) or minutes is None or minutes <= 0:
+            raise ValidationError({"duration_minutes": "duration_minutes must be a whole number of minutes above 0"})
+        if minutes > MAX_MUTE_DURATION / timedelta(minutes=1):
+            raise ValidationError({"duration_minutes": f"a mute lasts at most {max_duration_words()}"})
+        return now + timedelta(minutes=minutes)
+    if not given(expires_at):
+        return None
+    if isinstance(expires_at, datetime):
+        when = expires_at
+    else:
+        when = parse_datetime(str(expires_at).strip()) if isinstance(expires_at, str) else None
+        if when is None:
+            raise ValidationError({"expires_at": "expires_at must be an ISO 8601 date-time, e.g. 2026-12-01T18:00:00Z"})
+    if timezone.is_naive(when):
+        when = when.replace(tzinfo=dt_timezone.utc)
+    return when
+
+
+def mute(alert, user, scope, reason, expires_at=None, *, duration_minutes=None, now=None):
+    """Mute the alert's rule on every run of the project, on its run, or on its component, until expires_at.
+
+    Creates the Mute, and moves every open alert it covers (firing or
+    acknowledged) to muted, each with its own "muted" row. New alerts it covers
+    are created muted (apply_mutes) until it expires (end_expired_mutes).
+    """
+    now = now or timezone.now()
+    errors = {}
+    try:
+        reason = _text(reason, "reason")
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+        reason = None
+    if _current_state(alert) == AlertState.RESOLVED:
+        errors["state"] = f"alert {alert.pk} is resolved: a resolved alert cannot be muted"
+    if not isinstance(scope, str) or scope not in MuteScope.values:
+        errors["scope"] = f"scope must be one of {', '.join(MuteScope.values)}"
+    if reason == "":
+        errors["reason"] = "a reason is required: say why these alerts may stay quiet"
+    try:
+        expires_at = parse_expiry(expires_at, duration_minutes, now)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    else:
+        if expires_at is None:
+            errors["expires_at"] = (
+                f"expires_at (or duration_minutes) is required: a mute always ends, at most {max_duration_words()} ahead"
+            )
+        elif expires_at <= now:
+            errors["expires_at"] = "expires_at must be in the future"
+        elif expires_at - now > MAX_MUTE_DURATION:
+            errors["expires_at"] = f"expires_at is at most {max_duration_words()} ahead; no indefinite mute"
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        created = Mute.objects.create(
+            project_id=alert.rule.project_id, scope=scope, rule_id=alert.rule_id,
+            run_id=None if scope == MuteScope.RULE else alert.run_id,
+            component=alert.component if scope == MuteScope.COMPONENT else "",
+            reason=reason, expires_at=expires_at, created_by=_actor(user), created_at=now,
+        )
+        created.muted = _mute_covered(created, MUTABLE, user, now)
+    if alert.pk in created.muted:
+        alert.state = AlertState.MUTED
+    return created
+
+
+def _mute_note(mute):
+    return f"mute #{mute.pk} ({mute.scope}) until {mute.expires_at.isoformat()}: {mute.reason}"
+
+
+def _mute_covered(mute, states, user, now):
+    """Move the alerts the mute covers from `states` to muted, one row each; returns their ids."""
+    muted = []
+    for alert in Alert.objects.filter(mute.alerts_q(), state__in=states).select_related("rule", "run"):
+        if Alert.objects.filter(pk=alert.pk, state__in=states).update(state=AlertState.MUTED):
+            alert.state = AlertState.MUTED
+            _record(alert, ChangeKind.MUTED, user, now, note=_mute_note(mute))
+            muted.append(alert.pk)
+    return muted
+
+
+def apply_mutes(alert, now=None):
+    """A newly created alert that an active mute covers becomes muted, with its own row; returns that mute or None."""
+    now = now or timezone.now()
+    covering = Mute.objects.active(now).covering(alert).order_by("-expires_at", "-id").first()
+    if covering is None:
+        return None
+    if Alert.objects.filter(pk=alert.pk, state=AlertState.FIRING).update(state=AlertState.MUTED):
+        alert.state = AlertState.MUTED
+        record_change(alert, ChangeKind.MUTED, step=alert.fired_step, at=now, note=_mute_note(covering))
+    return covering
+
+
+def end_expired_mutes(now=None) -> int:
+    """End every expired mute once; the muted alerts it covered that no other active mute covers fire again.
+
+    Each mute is claimed by a conditional update of its ended_at, so two
+    sweeps at once end it, and un-mute its alerts, exactly once.
+    """
+    now = now or timezone.now()
+    ended = 0
+    for expired in Mute.objects.filter(ended_at__isnull=True, expires_at__lte=now):
+        with transaction.atomic():
+            if not Mute.objects.filter(pk=expired.pk, ended_at__isnull=True).update(ended_at=now):
+                continue  # another sweep ended it
+            ended += 1
+            still_active = Mute.objects.active(now)
+            for alert in Alert.objects.filter(expired.alerts_q(), state=AlertState.MUTED).select_related("rule", "run"):
+                if still_active.covering(alert).exists():
+                    continue
+                if Alert.objects.filter(pk=alert.pk, state=AlertState.MUTED).update(state=AlertState.FIRING):
+                    alert.state = AlertState.FIRING
+                    _record(alert, ChangeKind.UNMUTED, None, now,
+                            note=f"mute #{expired.pk} ({expired.scope}) expired at {expired.expires_at.isoformat()}")
+    return ended
+
+
+def catch_up_mutes(now=None) -> int:
+    """Mute firing alerts that an active mute covers (an alert created while its mute was being committed)."""
+    now = now or timezone.now()
+    return sum(len(_mute_covered(m, [AlertState.FIRING], None, now)) for m in Mute.objects.active(now))
+
+
+def sweep_mutes(now=None) -> int:
+    """The periodic sweep's part: expire mutes, then make sure active ones cover what they should."""
+    now = now or timezone.now()
+    ended = end_expired_mutes(now)
+    catch_up_mutes(now)
+    return ended
+
+
+# The inbox's state filter: "open" (firing, acknowledged or muted; the default), "all", or one state.
+INBOX_STATES = ["open", "all", *AlertState.values]
+
+
+def inbox_alerts(user, state="open", project=None, rule=None, run=None):
+    """Alerts of the runs the user may see, newest first; the one query behind the inbox page and API.
+
+    `project` is a slug and `run` a run id (an unknown or invisible one gives
+    no alerts, so nothing is revealed); `rule` is a rule id.
+    """
+    from opsconsole.permissions import visible_projects
+
+    errors = {}
+    state = state or "open"
+    if state not in INBOX_STATES:
+        errors["state"] = f"state must be one of {', '.join(INBOX_STATES)}"
+    rule_id = None
+    if rule not in (None, ""):
+        try:
+            rule_id = int(str(rule).strip())
+        except ValueError:
+            errors["rule"] = "rule must be a rule id (a number)"
+    if errors:
+        raise ValidationError(errors)
+    alerts = Alert.objects.filter(run__project__in=visible_projects(user)).select_related("rule", "run__project")
+    if state == "open":
+        alerts = alerts.filter(state__in=OPEN)
+    elif state != "all":
+        alerts = alerts.filter(state=state)
+    if project:
+        alerts = alerts.filter(run__project__slug=project)
+    if rule_id is not None:
+        alerts = alerts.filter(rule_id=rule_id)
+    if run:
+        alerts = alerts.filter(run__run_id=run)
+    return alerts.order_by("-fired_at", "-id")

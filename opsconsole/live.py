@@ -1,0 +1,168 @@
+"""Live updates: what the console's websockets hear, sent to one group per run and one per project.
+
+`publish(run, kind, frame)` hands a frame to the channel layer once the
+current database transaction commits (at once outside one), so a client never
+hears of data it cannot read yet, and never of data that was rolled back. A
+channel layer that is down (Redis unreachable) is logged and swallowed: live
+updates are a convenience, ingest and evaluation must not notice them fail.
+Inside `collected()` (the evaluation of one batch) the frames are gathered and
+go out after commit as one group message per run, so listeners are checked
+once per batch, not once per alert.
+
+Frames as the browser receives them, one websocket message each (`type` is
+the kind, `run` the run id):
+
+    {"type": "points", "run": "<run id>", "receipt": <batch receipt id>,
+     "min_step": int|null, "max_step": int|null, "last_step": int|null,
+     "attempt": int, "points": int, "events": int, "phases": int,
+     "series": [{"metric": str, "component": str|null}, ...]}
+        a batch was stored and evaluated; `series` are those it added points to.
+    {"type": "alert", "run": "<run id>", "change": "fired"|"extended"|"resolved"|"acknowledged"|"muted"|"verdict"|"unmuted",
+     "step": int|null, "at": ISO time, "by": username|null, "note": str, ...other fields of the change row (e.g. "verdict"),
+     "alert": {... as alerts.alert_views.alert_as_dict gives it, as the transaction committed it ...}}
+        one per AlertChange row (alerts/changes.py record_change).
+    {"type": "run", "run": "<run id>", "status": "healthy"|"alerting"|"stalled"|"finished",
+     "previous": str|null, "last_step": int|null}
+        the run's status changed.
+
+Group messages (between processes, not for the browser):
+    {"type": "live.message", "run": <run pk>, "project": <project pk>, "frames": [frame, ...]}
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+import weakref
+from contextlib import contextmanager
+
+from asgiref.sync import async_to_sync
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+KINDS = ("points", "alert", "run")
+# The consumers' handler for group messages (`type` "live.message" calls `live_message`).
+HANDLER = "live.message"
+# How long one send may take before it counts as a failure (an unreachable Redis host can hang).
+SEND_TIMEOUT_SECONDS = 2.0
+# After a failure, skip sending for this long: one slow failure per outage, not one per message.
+RETRY_AFTER_SECONDS = 10.0
+
+_down_until = weakref.WeakKeyDictionary()  # channel layer -> monotonic time until which it is taken as down
+_down_lock = threading.Lock()
+_local = threading.local()  # .pending: the frames gathered by collected() in this thread, else None
+
+
+def run_group(run_pk: int) -> str:
+    """Group names must be ASCII and under 100 characters: run ids are neither guaranteed, pks are."""
+    return f"run.{int(run_pk)}"
+
+
+def project_group(project_pk: int) -> str:
+    return f"project.{int(project_pk)}"
+
+
+def publish(run, kind: str, frame) -> None:
+    """Send `frame` (type `kind`) to the run's and its project's groups after the transaction commits.
+
+    `frame` is a dict, or a callable returning one: it is called at commit, so
+    in-memory objects it reads (an alert extended by later points of the same
+    batch) are sent as they were committed. `run` needs pk, project_id and run_id.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown live message kind {kind!r}")
+    item = ((run.pk, run.project_id), {"type": kind, "run": run.run_id}, frame)
+    pending = getattr(_local, "pending", None)
+    if pending is not None:
+        # Gathered at commit too, so a savepoint rolled back inside collected() drops its frames.
+        transaction.on_commit(lambda: pending.append(item))
+        return
+    transaction.on_commit(lambda: send_now([item]))
+
+
+@contextmanager
+def collected():
+    """Gather what is published inside; send it after commit as one message per run (nothing if it raises)."""
+    if getattr(_local, "pending", None) is not None:
+        yield  # nested: the outer block sends
+        return
+    _local.pending = pending = []
+    try:
+        yield
+    finally:
+        _local.pending = None
+    # Registered after every frame's own hook, so at commit it runs once they have all been gathered.
+    transaction.on_commit(lambda: pending and send_now(pending))
+
+
+def send_now(items) -> bool:
+    """Build and send frames ((run pk, project pk), head, frame) to their groups; False (logged) on failure."""
+    from channels.layers import get_channel_layer
+
+    messages = {}
+    for group_pks, head, frame in items:
+        try:
+            body = _json_safe({**head, **(frame() if callable(frame) else frame)})
+        except Exception:  # noqa: BLE001 - a bad frame is a bug to log, not a reason to fail the commit's other work
+            log.exception("live %s frame for run %s could not be built", head.get("type"), head.get("run"))
+            continue
+        message = messages.setdefault(group_pks, {"type": HANDLER, "run": group_pks[0], "project": group_pks[1], "frames": []})
+        message["frames"].append(body)
+    if not messages:
+        return False
+    layer = None
+    try:
+        layer = get_channel_layer()
+        if layer is None:
+            return False
+        with _down_lock:
+            if _down_until.get(layer, 0.0) > time.monotonic():
+                return False
+        async_to_sync(_send_all)(layer, list(messages.values()))
+        return True
+    except Exception as exc:  # noqa: BLE001 - any failure of the layer must stay here
+        if layer is not None:
+            with _down_lock:
+                _down_until[layer] = time.monotonic() + RETRY_AFTER_SECONDS
+        log.warning("live update not sent (%s: %s); live updates paused for %.0f s",
+                    type(exc).__name__, exc, RETRY_AFTER_SECONDS)
+        return False
+
+
+async def _send_all(layer, messages):
+    async def send():
+        for message in messages:
+            await layer.group_send(run_group(message["run"]), message)
+            await layer.group_send(project_group(message["project"]), message)
+
+    await asyncio.wait_for(send(), SEND_TIMEOUT_SECONDS)
+
+
+def _json_safe(value):
+    # Datetimes as ISO strings; the payloads carry non-finite numbers as strings already (wire_value).
+    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+
+
+def publish_points(run, receipt, series) -> None:
+    """A batch of the run has been evaluated: its steps and the series it touched."""
+    publish(run, "points", {
+        "receipt": receipt.pk,
+        "min_step": receipt.min_step,
+        "max_step": receipt.max_step,
+        "last_step": run.last_step,
+        "attempt": run.attempt,
+        "points": receipt.points,
+        "events": receipt.events,
+        "phases": receipt.phases,
+        "series": [{"metric": metric, "component": component or None} for metric, component in series],
+    })
+
+
+def publish_status(run, status: str, previous: str | None) -> None:
+    """The run's status changed (healthy, alerting, stalled, finished)."""
+    publish(run, "run", {"status": str(status), "previous": None if previous is None else str(previous),
+                         "last_step": run.last_step})
