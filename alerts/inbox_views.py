@@ -8,6 +8,8 @@ row's field. Members see the inbox; only `can_triage` users get the buttons,
 and the action views check it again (403), and an alert outside the user's
 projects is a 404.
 """
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -82,6 +84,7 @@ def _render_inbox(request, failed=None, status=200):
         "durations": triage.MUTE_DURATIONS,
         "verdicts": Verdict.choices,
         "scopes": MuteScope.choices,
+        "live_projects": json.dumps([p.slug for p in projects]),
     }, status=status)
 
 

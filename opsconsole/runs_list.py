@@ -1,4 +1,5 @@
 """The runs list: each run's status, last step, open alerts and its five layers at a glance, with filters."""
+import json
 from collections import defaultdict
 
 from alerts.models import Alert, AlertState
@@ -45,9 +46,11 @@ def runs_list(user, project=None, status=None, tag=None) -> dict:
             state = "alert" if troubled[layer] else ("ok" if layer in layers_with_data[run.pk] else "none")
             glance.append({"layer": layer, "state": state, "alerts": troubled[layer]})
         rows.append({"run": run, "open_alerts": len(open_alerts[run.pk]), "layers": glance})
+    projects = visible_projects(user).order_by("slug")
     return {
         "rows": rows,
-        "projects": visible_projects(user).order_by("slug"),
+        "projects": projects,
+        "live_projects": json.dumps([p.slug for p in projects]),
         "statuses": RunStatus.choices,
         "filters": {"project": project or "", "status": status or "", "tag": tag or ""},
         "truncated": len(runs) == PAGE,

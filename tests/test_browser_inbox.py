@@ -79,3 +79,22 @@ def test_an_on_call_of_another_project_sees_none_of_it(browser, console_server, 
     page.goto(console_server.url + "/inbox/")
     assert page.is_visible("#inbox-empty")
     assert Membership.objects.get(user=outsider).role == Role.ONCALL
+
+
+def test_a_new_alert_appears_in_the_open_inbox_without_a_reload(browser, console_server, project, owner, token):
+    import httpx
+
+    from alerts.starter import install_starter_pack
+
+    install_starter_pack(project)
+    page = log_in(browser, console_server, "olivia", "pw-olivia")
+    page.goto(console_server.url + "/inbox/")
+    page.wait_for_selector('body[data-live="open"]', timeout=10000)
+    assert page.locator("#inbox-table tr[data-alert-id]").count() == 0
+    points = [{"step": s, "metric": "loss", "value": "NaN" if s == 5 else 2.0} for s in range(10)]
+    response = httpx.post(console_server.url + "/api/v1/ingest", json={"run": {"id": "live-run"}, "points": points},
+                          headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 202
+    page.wait_for_selector("#inbox-table tr[data-alert-id]", timeout=10000)
+    assert "nonfinite-loss" in page.locator("#inbox-table tbody").inner_text()
+    assert page.evaluate("() => performance.getEntriesByType('navigation').length") == 1

@@ -181,6 +181,34 @@
 
   document.getElementById("reset-zoom").addEventListener("click", () => { range = null; redrawVisible(); });
 
+  function cell(text, cls) { const td = document.createElement("td"); if (cls) td.className = cls; td.textContent = text; return td; }
+
+  function alertRow(a) {
+    // The alerts table follows the websocket: a new alert gets a row, a changed one its new state.
+    const table = document.getElementById("run-alerts");
+    if (!table) return;
+    table.hidden = false;
+    const none = document.getElementById("no-alerts");
+    if (none) none.remove();
+    let row = table.querySelector('tr[data-alert-id="' + a.id + '"]');
+    const pill = '<span class="pill pill-' + a.state + '">' + a.state.charAt(0).toUpperCase() + a.state.slice(1) + "</span>";
+    if (row) { row.cells[0].innerHTML = pill; row.className = "alert-row state-" + a.state; return; }
+    row = document.createElement("tr");
+    row.className = "alert-row state-" + a.state + " live-new";
+    row.dataset.alertId = a.id;
+    const state = document.createElement("td"); state.innerHTML = pill; row.appendChild(state);
+    const rule = document.createElement("td"); const link = document.createElement("a");
+    link.href = a.rule.diagnostic_url; link.target = "_blank"; link.rel = "noopener"; link.textContent = a.rule.name; rule.appendChild(link); row.appendChild(rule);
+    row.appendChild(cell(a.component || "(run)"));
+    row.appendChild(cell(a.metric || a.condition || ""));
+    row.appendChild(cell(a.step, "num"));
+    row.appendChild(cell(a.fired_step === null ? "—" : a.fired_step, "num"));
+    row.appendChild(cell(a.magnitude === null ? "—" : Number(a.magnitude).toPrecision(4) + " " + (a.magnitude_unit || ""), "num"));
+    row.appendChild(cell(a.phase || "—"));
+    row.appendChild(cell(a.rule.permitted_response));
+    table.tBodies[0].prepend(row);
+  }
+
   // Live: new points redraw what is on screen; alerts and status changes update in place.
   let pending = null;
   function liveMessage(msg) {
@@ -194,6 +222,7 @@
     } else if (msg.type === "alert" && msg.alert) {
       const known = data.alerts.findIndex((a) => a.id === msg.alert.id);
       if (known >= 0) data.alerts[known] = msg.alert; else data.alerts.push(msg.alert);
+      alertRow(msg.alert);
       const open = data.alerts.filter((a) => a.state !== "resolved").length;
       document.getElementById("run-open-alerts").textContent = open;
       document.body.dataset.liveAlerts = String(data.alerts.length);
