@@ -158,3 +158,58 @@ def series_band(series, start=None, end=None, params: BandParams = BandParams(),
     all_steps = np.concatenate(out_steps)
     order = np.argsort(all_steps, kind="stable")
     return (all_steps[order], *(np.concatenate([getattr(b, f) for b in parts])[order] for f in ("centre", "lower", "upper")))
+
+
+def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judge, *, held_before=0,
+                adapt_after=200, keep=500, lookahead=256):
+    """Judge points one by one in step order, each against the band of the points before it that were kept.
+
+    A point judged outside (held) stays out of the history while its excursion
+    lasts (`adapt_after` points in a row at most), so a sustained excursion is
+    measured against the level before it instead of being absorbed; a level
+    held longer than that becomes the new baseline. Exactly the point-by-point
+    semantics, computed `lookahead` points at a time: bands are computed for a
+    block as if nothing in it were held out, and only after a held point is the
+    rest of the block computed again.
+
+    `judge(index, steps, values, band)` -> (held, magnitude, band) for the given
+    new points (`index` into the arrays passed here); it may widen the band
+    (reference runs, restore tolerance) and return the one it used.
+    Returns (held, magnitude, band) aligned with `steps`, and the kept history.
+    """
+    steps = np.asarray(steps, dtype=np.int64)
+    values = np.asarray(values, dtype=float)
+    n = len(steps)
+    order = np.argsort(steps, kind="stable")
+    held = np.zeros(n, dtype=bool)
+    magnitude = np.full(n, np.nan)
+    out = {f: np.full(n, np.nan) for f in ("centre", "lower", "upper", "sigma")}
+    kept_steps, kept_values = np.asarray(kept_steps, dtype=np.int64), np.asarray(kept_values, dtype=float)
+    run = held_before
+    i = 0
+    while i < n:
+        block = order[i:i + lookahead]
+        merged_steps = np.concatenate([kept_steps, steps[block]])
+        merged_order = np.argsort(merged_steps, kind="stable")
+        merged_steps = merged_steps[merged_order]
+        merged_values = np.concatenate([kept_values, values[block]])[merged_order]
+        band = band_at(merged_values, np.searchsorted(merged_steps, steps[block], side="left"), params)
+        block_held, block_magnitude, band = judge(block, steps[block], values[block], band)
+        upto = int(np.argmax(block_held)) + 1 if block_held.any() else len(block)
+        final = block[:upto]
+        held[final], magnitude[final] = block_held[:upto], block_magnitude[:upto]
+        for f in out:
+            out[f][final] = getattr(band, f)[:upto]
+        accepted = np.ones(upto, dtype=bool)
+        if block_held.any():
+            run = 1 if upto > 1 else run + 1  # the points before the held one were clear
+            accepted[-1] = run > adapt_after
+        else:
+            run = 0
+        add_steps, add_values = steps[final][accepted], values[final][accepted]
+        merged = np.concatenate([kept_steps, add_steps])
+        merged_order = np.argsort(merged, kind="stable")
+        kept_steps = merged[merged_order][-keep:]
+        kept_values = np.concatenate([kept_values, add_values])[merged_order][-keep:]
+        i += upto
+    return held, magnitude, Band(out["centre"], out["lower"], out["upper"], out["sigma"]), (kept_steps, kept_values)

@@ -12,7 +12,7 @@ from fnmatch import fnmatchcase
 import numpy as np
 from django.utils import timezone
 
-from alerts.bands import Band, BandParams, band_at, envelope, reference_band
+from alerts.bands import Band, BandParams, envelope, judged_band, reference_band
 from alerts.changes import record_change
 from alerts.silence import SILENT
 from alerts.triage import apply_mutes
@@ -61,6 +61,7 @@ class Flags:
         self.held = np.zeros(n, dtype=bool)
         self.magnitude = np.full(n, np.nan)
         self.units = np.full(n, unit, dtype=object)  # per point: one rule can measure in two units
+        self.band = None  # filled in by band rules when a chart asks for the band they judged with
 
     @property
     def unit(self):
@@ -131,10 +132,9 @@ class _BandJudge:
         self.restore_tolerance = rule.params.get("restore_tolerance", 0.25)
         self.keep = 5 * self.params.window
         self.adapt_after = rule.params.get("adapt_after", 2 * self.params.window)
-        self.chunk = max(4, self.params.window // 8)  # points judged together against the same history
         self.evaluator = evaluator
 
-    def __call__(self, progress, series, steps, values, info, attempt):
+    def __call__(self, progress, series, steps, values, info, attempt, restarts=None):
         kinds, baseline, span_start, reset = info
         state = progress.state or {}
         history = {k: _unpack_history(v) for k, v in state.get("history", {}).items()}
@@ -145,9 +145,13 @@ class _BandJudge:
             # attempt sent from there on is not the history this one continues.
             history = {k: (s[s < attempt_start], v[s < attempt_start]) for k, (s, v) in history.items()}
         flags = Flags(len(steps), "σ beyond the band")
+        if restarts is not None:
+            flags.band = Band(*(np.full(len(steps), np.nan) for _ in range(4)))
         finite = np.isfinite(values)
-        since_restart = steps - (attempt_start if attempt_start is not None and number > 1 else np.iinfo(np.int64).min // 2)
-        in_restore = (since_restart >= 0) & (since_restart < self.restore_window)
+        starts = restarts if restarts is not None else ([attempt_start] if attempt_start is not None and number > 1 else [])
+        in_restore = np.zeros(len(steps), dtype=bool)
+        for restart in starts:
+            in_restore |= (steps >= restart) & (steps - restart < self.restore_window)
         judged = (_phase_allowed(self.rule, kinds) & (steps - span_start >= self.settle)) | in_restore
         boundaries = np.flatnonzero(np.diff(reset) != 0) + 1
         for a, b in zip(np.r_[0, boundaries], np.r_[boundaries, len(steps)]):
@@ -168,40 +172,23 @@ class _BandJudge:
         return flags
 
     def judge_kind(self, flags, progress, series, old, chosen, steps, values, judged, in_restore):
-        """Judge one phase kind's new points; returns that kind's history after them.
+        """Judge one phase kind's new points (bands.judged_band); returns that kind's history after them."""
 
-        Points go in step order, a few at a time: each chunk is judged against
-        the history before it, and the points it finds outside the band stay
-        out of the history while the excursion lasts (up to `adapt_after`
-        points), so a sustained excursion is measured against the level before
-        it instead of being absorbed; a level held longer than that becomes
-        the new baseline.
-        """
-        kept_steps, kept_values = old
-        held_out = np.zeros(len(chosen), dtype=bool)
-        magnitude = np.full(len(chosen), np.nan)
-        run = progress.held_points
-        by_step = np.argsort(steps[chosen], kind="stable")
-        for start in range(0, len(by_step), self.chunk):
-            part = by_step[start:start + self.chunk]
-            at = chosen[part]
-            merged_steps = np.concatenate([kept_steps, steps[at]])
-            order = np.argsort(merged_steps, kind="stable")
-            merged_steps, merged_values = merged_steps[order], np.concatenate([kept_values, values[at]])[order]
-            # Each point against the points before it in training, even when its batch came late.
-            band = band_at(merged_values, np.searchsorted(merged_steps, steps[at], side="left"), self.params)
-            band = self.with_reference(series, steps[at], band)
-            held, beyond = self.judge(values[at], band, judged[at], in_restore[at])
-            held_out[part], magnitude[part] = held, beyond
-            excluded = np.zeros(len(at), dtype=bool)
-            for i, h in enumerate(held.tolist()):
-                run = run + 1 if h else 0
-                excluded[i] = h and run <= self.adapt_after
-            keep = ~np.isin(merged_steps, steps[at][excluded])
-            kept_steps, kept_values = merged_steps[keep][-self.keep:], merged_values[keep][-self.keep:]
-        flags.held[chosen] = held_out
+        def judge(index, at_steps, at_values, band):
+            band = self.with_reference(series, at_steps, band)
+            held, beyond, used = self.judge(at_values, band, judged[chosen][index], in_restore[chosen][index])
+            return held, beyond, used
+
+        held, magnitude, band, kept = judged_band(
+            old[0], old[1], steps[chosen], values[chosen], self.params, judge,
+            held_before=progress.held_points, adapt_after=self.adapt_after, keep=self.keep,
+        )
+        flags.held[chosen] = held
         flags.magnitude[chosen] = magnitude
-        return kept_steps, kept_values
+        if flags.band is not None:
+            for f in ("centre", "lower", "upper"):
+                getattr(flags.band, f)[chosen] = getattr(band, f)
+        return kept
 
     def with_reference(self, series, steps, band):
         references = self.evaluator.reference_points(series, int(steps.min()), int(steps.max()), self.params.reference_window)
@@ -210,12 +197,13 @@ class _BandJudge:
         return envelope(band, reference_band(references, steps, self.params))
 
     def judge(self, values, band, judged, restoring):
-        held, beyond = _outside(values, band, self.direction)
+        """(held, σ beyond the band, the band used): after a restart, the restore tolerance widens it."""
         tolerance = np.maximum(band.upper - band.centre, self.restore_tolerance * np.abs(band.centre))
-        wide = Band(band.centre, band.centre - tolerance, band.centre + tolerance, band.sigma)
-        held_restore, beyond_restore = _outside(values, wide, self.direction)
-        held = np.where(restoring, held_restore, held) & judged
-        return held, np.where(restoring, beyond_restore, beyond)
+        tolerance = np.where(restoring, tolerance, band.upper - band.centre)
+        lower_tolerance = np.where(restoring, np.maximum(band.centre - band.lower, tolerance), band.centre - band.lower)
+        used = Band(band.centre, band.centre - lower_tolerance, band.centre + tolerance, band.sigma)
+        held, beyond = _outside(values, used, self.direction)
+        return held & judged, beyond, used
 
 
 def _absence(rule, progress, steps, values, times, attempt):
@@ -472,3 +460,40 @@ def evaluate_rules(receipt, run) -> bool:
     if event_rules:
         evaluator.events(event_rules)
     return Alert.objects.filter(run=run).exclude(state=AlertState.RESOLVED).exists()
+
+
+class _ChartContext:
+    """What a band judge needs from an evaluator, for drawing a stored series."""
+
+    def __init__(self, run):
+        self.reference_runs = list(
+            Run.objects.filter(project_id=run.project_id, reference=True).exclude(pk=run.pk).values_list("pk", flat=True)
+        )
+        self.cache = {}
+
+    def reference_points(self, series, lo, hi, margin):
+        if not self.reference_runs:
+            return []
+        key = (series.metric, series.component)
+        if key not in self.cache:
+            self.cache[key] = [read_points(ref, None, None)[:2] for ref in
+                               Series.objects.filter(run_id__in=self.reference_runs, metric=series.metric, component=series.component)]
+        return self.cache[key]
+
+
+def chart_band(series, rule, start=None, end=None, every=1):
+    """The band `rule` judged each stored point of `series` with, as a chart draws it: (steps, centre, lower, upper).
+
+    The rule's own judge replays the series' newest attempt in step order from
+    a few windows before `start` (so excursions kept out of the history are
+    kept out here too, and restarts get their restore tolerance).
+    """
+    judge = _BandJudge(rule, _ChartContext(series.run))
+    margin = 20 * judge.params.window
+    steps, values, _ = read_points(series, None if start is None else max(0, start - margin), end)
+    phases = PhaseIndex(series.run)
+    restarts = list(Attempt.objects.filter(run=series.run, number__gt=1).exclude(start_step=None).values_list("start_step", flat=True))
+    progress = RuleProgress(rule=rule, run=series.run, component=series.component, metric=series.metric)
+    flags = judge(progress, series, steps, values, phases.of(steps), (1, None), restarts=restarts)
+    shown = np.flatnonzero(steps >= (start or 0))[::max(1, every)]
+    return steps[shown], flags.band.centre[shown], flags.band.lower[shown], flags.band.upper[shown]

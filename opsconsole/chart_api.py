@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from alerts.bands import BandParams, series_band
-from alerts.evaluation import _series_selected
+from alerts.evaluation import _series_selected, chart_band
 from alerts.models import Rule, RuleKind
 from ingest.downsample import series_buckets
 from ingest.models import Series
@@ -71,9 +71,12 @@ class SeriesChartView(APIView):
         }
         if request.query_params.get("band") in ("1", "true"):
             rule = band_rule_for(series)
-            params = BandParams.from_params(rule.params if rule else None)
             every = max(1, int(data.count.sum()) // max(buckets, 1))
-            steps, centre, lower, upper = series_band(series, start, end, params, every=every)
+            if rule is not None:
+                # The rule's own judge, replayed: the band drawn is the band it checked.
+                steps, centre, lower, upper = chart_band(series, rule, start, end, every=every)
+            else:
+                steps, centre, lower, upper = series_band(series, start, end, BandParams(), every=every)
             body["band"] = {
                 "rule": rule.name if rule else None,
                 "step": steps.tolist(),

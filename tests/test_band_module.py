@@ -50,26 +50,26 @@ def test_reference_runs_give_a_band_where_the_run_has_no_history_and_widen_it_wh
 
 
 def test_the_chart_band_of_a_stored_series_is_the_band_the_rule_judged(sender, project):
-    """Same function, same history: the band drawn at a step is the one the rule compared that step with."""
-    from alerts.bands import series_band
-    from alerts.models import Rule
+    """Same judge, same history: where the rule held a point outside, the drawn band has it outside too."""
+    from alerts.evaluation import chart_band
+    from alerts.models import Alert, Rule
     from alerts.rules import save_rule
     from ingest.models import Series
 
-    save_rule(Rule(project=project, name="loss-band", kind="band", owner="Pretrain on-call <#pretrain-oncall>",
-                   scope={"metrics": ["loss"]}, persistence={"points": 1}, diagnostic_url="https://runbooks.example/l",
-                   permitted_response="observe", params={"direction": "above"}), source="test")
-    values = noisy(300, level=3.0, slope=-0.003)
-    values[250] = values[249] + 1.0  # one point above the band: the rule fires exactly there
+    rule = save_rule(Rule(project=project, name="loss-band", kind="band", owner="Pretrain on-call <#pretrain-oncall>",
+                          scope={"metrics": ["loss"]}, persistence={"points": 3}, diagnostic_url="https://runbooks.example/l",
+                          permitted_response="observe", params={"direction": "above"}), source="test")
+    values = noisy(400, level=3.0, slope=-0.002)
+    values[250:] += 0.8  # a sustained jump: the rule keeps judging it against the level before it
     points = [{"step": i, "metric": "loss", "value": float(v)} for i, v in enumerate(values)]
     phases = [{"step": 0, "phase": "steady"}, {"step": 100, "phase": "eval"}, {"step": 110, "phase": "steady"}]
-    for lo in range(0, 300, 60):
+    for lo in range(0, 400, 60):
         assert sender.post({"run": {"id": "drawn"}, "phases": phases, "points": points[lo:lo + 60]}).status_code == 202
-    steps, centre, lower, upper = series_band(Series.objects.get(metric="loss"), start=200, end=299)
-    at = list(steps).index(250)
-    assert values[250] > upper[at] and values[249] <= upper[at - 1]
-    [alert] = sender.get("/api/v1/alerts/", run="drawn").json()
-    assert alert["step"] == 250
-    # Eval steps have their own band, from eval steps only (here: too few to draw one).
-    steps_all, centre_all, _, _ = series_band(Series.objects.get(metric="loss"))
+    [alert] = Alert.objects.all()
+    assert (alert.first_step, alert.last_step, alert.state) == (250, 399, "firing")
+    steps, centre, lower, upper = chart_band(Series.objects.get(metric="loss"), rule, start=200, end=399)
+    above = values[steps] > upper
+    assert not above[steps < 250].any() and above[steps >= 250].all()
+    # Eval steps have their own band, from eval steps only (too few here to draw one).
+    steps_all, centre_all, _, _ = chart_band(Series.objects.get(metric="loss"), rule)
     assert np.isnan(centre_all[(steps_all >= 100) & (steps_all < 110)]).all()
