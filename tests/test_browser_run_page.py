@@ -79,3 +79,24 @@ def test_new_points_and_a_new_alert_arrive_while_the_page_is_open(browser, run_w
     page.wait_for_function("() => WLRun.data.alerts.some(a => a.component === 'layers.1' && a.rule.name === 'nonfinite-gradients')")
     assert page.locator("#run-alerts tr.live-new").filter(has_text="nonfinite-gradients").filter(has_text="layers.1").is_visible()
     assert page.evaluate("() => performance.getEntriesByType('navigation').length") == 1
+
+
+def test_a_restart_is_drawn_as_its_own_attempt(browser, console_server, project, token, owner):
+    import httpx
+
+    def send(body):
+        response = httpx.post(console_server.url + "/api/v1/ingest", json=body, headers={"Authorization": f"Bearer {token}"})
+        assert response.status_code == 202, response.text
+
+    send({"run": {"id": "resumed"}, "points": [{"step": s, "metric": "loss", "value": 3.0 - s / 1000} for s in range(300)]})
+    send({"run": {"id": "resumed"}, "phases": [{"step": 201, "phase": "restart"}, {"step": 202, "phase": "steady"}],
+          "points": [{"step": s, "metric": "loss", "value": 2.9 - s / 1000} for s in range(201, 400)]})
+    page = log_in(browser, console_server, "olivia", "pw-olivia")
+    page.goto(console_server.url + "/runs/resumed/")
+    page.wait_for_selector('#headline-chart[data-drawn="1"]', timeout=15000)
+    names = chart_traces(page, "#headline-chart")
+    assert "attempt 1 (re-sent by 2)" in names
+    earlier = page.evaluate("() => document.querySelector('#headline-chart').data.find(t => (t.name || '').startsWith('attempt 1')).x")
+    assert earlier[0] == 201 and earlier[-1] == 299
+    assert page.get_by_text("back from 299 to 201").is_visible()
+    screenshot(page, "run-page-restart")

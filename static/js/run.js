@@ -123,11 +123,31 @@
     return response.json();
   }
 
+  async function replaced(chart) {
+    // A restart is its own attempt: where it re-sent steps, the earlier attempt's points are drawn faded.
+    if (chart.small) return [];
+    if (chart.replaced) return chart.replaced;
+    const out = [];
+    for (const a of data.attempts) {
+      if (!a.rewind) continue;
+      const params = new URLSearchParams({ metric: chart.metric, start: String(a.rewind.to_step), end: String(a.rewind.from_step), attempt: "all" });
+      if (chart.component) params.set("component", chart.component);
+      const response = await fetch(runPath.replace(/series\/$/, "points/") + "?" + params.toString(), { credentials: "same-origin" });
+      if (!response.ok) continue;
+      const earlier = (await response.json()).points.filter((p) => p.attempt < a.number);
+      if (!earlier.length) continue;
+      out.push({ x: earlier.map((p) => p.step), y: earlier.map((p) => num(p.value)), mode: "lines", name: "attempt " + earlier[0].attempt + " (re-sent by " + a.number + ")",
+                 line: { width: 1, color: "rgba(107,114,128,0.75)", dash: "dot" }, hovertemplate: "earlier attempt, step %{x}: %{y:.5g}<extra></extra>" });
+    }
+    chart.replaced = out;
+    return out;
+  }
+
   async function draw(chart) {
     chart.loading = true;
     try {
-      const body = await fetchBody(chart);
-      await Plotly.react(chart.el, traces(chart, body), layout(chart, body), { displaylogo: false, responsive: true,
+      const [body, earlier] = await Promise.all([fetchBody(chart), replaced(chart)]);
+      await Plotly.react(chart.el, traces(chart, body).concat(earlier), layout(chart, body), { displaylogo: false, responsive: true,
         modeBarButtonsToRemove: ["lasso2d", "select2d", "autoScale2d"] });
       chart.el.dataset.resolution = body.resolution;
       chart.el.dataset.drawn = "1";
