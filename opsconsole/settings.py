@@ -160,11 +160,14 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# redis-py's default read timeout (5 s) equals channels_redis's blocking receive (5 s):
+# an idle websocket's receive would time out and drop the socket every few seconds.
+CHANNEL_REDIS_OPTIONS = {"socket_timeout": 30, "socket_connect_timeout": 2}
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [{"address": REDIS_URL, **CHANNEL_REDIS_OPTIONS}]},
         }
     }
 else:

@@ -27,6 +27,7 @@ from alerts.tasks import sweep_unevaluated
 from ingest.contract import parse_json_batch
 from ingest.models import Run
 from ingest.service import ingest_batch
+from opsconsole.settings import CHANNEL_REDIS_OPTIONS
 from opsconsole.asgi import application
 from opsconsole.live import collected, project_group, publish, run_group
 from opsconsole.models import Membership
@@ -55,7 +56,9 @@ def redis_layer(settings):
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [os.environ.get("REDIS_URL", "")], "prefix": f"wl-test-{uuid.uuid4().hex[:12]}"},
+            # The deployment's connection options (settings.CHANNEL_REDIS_OPTIONS), a prefix of this test's own.
+            "CONFIG": {"hosts": [{"address": os.environ.get("REDIS_URL", ""), **CHANNEL_REDIS_OPTIONS}],
+                       "prefix": f"wl-test-{uuid.uuid4().hex[:12]}"},
         }
     }
     yield
@@ -354,3 +357,17 @@ def test_through_the_real_server_a_posted_batch_reaches_a_logged_in_socket(proje
             with pytest.raises(Exception) as closed:
                 anonymous.recv(timeout=5)
             assert getattr(closed.value, "rcvd", None) is not None and closed.value.rcvd.code == 4401
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+@async_test
+async def test_an_idle_socket_on_redis_stays_open_longer_than_the_layers_blocking_receive(project, run, teammate, redis_layer):
+    """channels_redis blocks 5 s per receive; a Redis read timeout no longer than that dropped idle sockets."""
+    import asyncio
+
+    comm = await open_socket(await socket(f"/ws/runs/{RUN_ID}/", teammate))
+    await asyncio.sleep(7)
+    await comm.send_json_to({"type": "ping"})
+    assert await comm.receive_json_from(timeout=5) == {"type": "pong"}
+    await comm.disconnect()
