@@ -16,10 +16,10 @@ from alerts.bands import Band, BandParams, envelope, judged_band, reference_band
 from alerts.changes import record_change
 from alerts.silence import SILENT
 from alerts.triage import apply_mutes
-from alerts.models import Alert, AlertState, ChangeKind, Rule, RuleKind, RuleProgress
-from ingest.models import Attempt, Block, Event, Run, Series
+from alerts.models import Alert, AlertState, BandSample, ChangeKind, Rule, RuleKind, RuleProgress
+from ingest.models import ROLLUP_WIDTH, Attempt, Block, Event, Run, Series
 from ingest.phases import PhaseIndex
-from ingest.storage import read_points, unpack
+from ingest.storage import db_float, read_points, unpack
 
 # Threshold and band rules stay quiet in these phases unless their scope names phases itself.
 DEFAULT_SKIPPED_PHASES = {"warmup", "eval", "checkpoint", "restart", "data_refresh"}
@@ -145,8 +145,7 @@ class _BandJudge:
             # attempt sent from there on is not the history this one continues.
             history = {k: (s[s < attempt_start], v[s < attempt_start]) for k, (s, v) in history.items()}
         flags = Flags(len(steps), "σ beyond the band")
-        if restarts is not None:
-            flags.band = Band(*(np.full(len(steps), np.nan) for _ in range(4)))
+        flags.band = Band(*(np.full(len(steps), np.nan) for _ in range(4)))
         finite = np.isfinite(values)
         starts = restarts if restarts is not None else ([attempt_start] if attempt_start is not None and number > 1 else [])
         in_restore = np.zeros(len(steps), dtype=bool)
@@ -289,6 +288,7 @@ class _Evaluator:
         self.band_judges = {}
         self.attempt_starts = {}
         self.touched = set()  # progress rows this batch changed: only these are written back
+        self.band_samples = {}
 
     def progress(self, rule, component, metric):
         key = (rule.pk, component, metric)
@@ -329,6 +329,27 @@ class _Evaluator:
                 if key[0] == rule_pk and progress.state:
                     progress.state = {**progress.state, "last_time": None}
                     self.touched.add(key)
+
+    def sample_band(self, rule, series, steps, band):
+        """Keep the band at the last judged point of each rollup bucket (the newest attempt's wins)."""
+        judged = np.flatnonzero(np.isfinite(band.centre))
+        if not len(judged):
+            return
+        buckets = steps[judged] // ROLLUP_WIDTH
+        order = np.lexsort((steps[judged], buckets))
+        last = judged[order][np.r_[buckets[order][1:] != buckets[order][:-1], True]]
+        for i in last.tolist():
+            self.band_samples[(rule.pk, series.pk, int(steps[i] // ROLLUP_WIDTH))] = BandSample(
+                rule=rule, series=series, bucket=int(steps[i] // ROLLUP_WIDTH), step=int(steps[i]),
+                centre=float(band.centre[i]), lower=db_float(float(band.lower[i])), upper=db_float(float(band.upper[i])),
+            )
+
+    def save_band_samples(self):
+        if self.band_samples:
+            BandSample.objects.bulk_create(
+                list(self.band_samples.values()), update_conflicts=True,
+                unique_fields=["rule", "series", "bucket"], update_fields=["step", "centre", "lower", "upper"],
+            )
 
     def persisted(self, rule, progress, step, when) -> bool:
         need = rule.persistence
@@ -387,6 +408,8 @@ class _Evaluator:
             for rule in chosen:
                 progress = self.progress(rule, series.component, series.metric)
                 flags = self.flags(rule, progress, series, steps, values, times, info, block.attempt)
+                if flags.band is not None:
+                    self.sample_band(rule, series, steps, flags.band)
                 self.persist(rule, progress, series, steps, times, flags)
 
     def attempt(self, number):
@@ -456,6 +479,7 @@ def evaluate_rules(receipt, run) -> bool:
     if point_rules:
         evaluator.points(point_rules)
         evaluator.save_progress()
+        evaluator.save_band_samples()
     event_rules = [r for r in rules if r.kind == RuleKind.EVENT]
     if event_rules:
         evaluator.events(event_rules)

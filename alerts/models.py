@@ -272,3 +272,23 @@ class Mute(models.Model):
         if self.scope == MuteScope.COMPONENT:
             q &= Q(component=self.component)
         return q
+
+
+class BandSample(models.Model):
+    """The band a rule judged a series with, at the last point of each rollup bucket: what a wide chart draws.
+
+    Written by evaluation as it judges, so a chart of a whole 10 M-point run
+    reads a row per 128 steps instead of replaying every point; zoomed charts
+    replay the rule's judge over the raw points (alerts.evaluation.chart_band).
+    """
+
+    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="band_samples")
+    series = models.ForeignKey("ingest.Series", on_delete=models.CASCADE, related_name="band_samples")
+    bucket = models.BigIntegerField()
+    step = models.BigIntegerField()
+    centre = models.FloatField(null=True)
+    lower = models.FloatField(null=True)
+    upper = models.FloatField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["rule", "series", "bucket"], name="band_sample_unique_bucket")]

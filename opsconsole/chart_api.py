@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from alerts.bands import BandParams, series_band
 from alerts.evaluation import _series_selected, chart_band
-from alerts.models import Rule, RuleKind
+from alerts.models import BandSample, Rule, RuleKind
 from ingest.downsample import series_buckets
 from ingest.models import Series
 from ingest.views import _step_param, wire_value
@@ -28,6 +28,22 @@ def band_rule_for(series):
         if _series_selected(rule, series.metric, series.component, series.layer):
             return rule
     return None
+
+
+def stored_band(series, rule, start, end, buckets):
+    rows = BandSample.objects.filter(rule=rule, series=series)
+    if start is not None:
+        rows = rows.filter(step__gte=start)
+    if end is not None:
+        rows = rows.filter(step__lte=end)
+    rows = list(rows.order_by("bucket").values_list("step", "centre", "lower", "upper"))
+    rows = rows[:: max(1, -(-len(rows) // buckets))]
+    if not rows:
+        empty = np.array([])
+        return empty.astype(np.int64), empty, empty, empty
+    steps, centre, lower, upper = zip(*rows)
+    as_float = lambda col: np.array([np.nan if v is None else v for v in col], dtype=float)  # noqa: E731
+    return np.array(steps, dtype=np.int64), as_float(centre), as_float(lower), as_float(upper)
 
 
 class SeriesChartView(APIView):
@@ -72,8 +88,11 @@ class SeriesChartView(APIView):
         if request.query_params.get("band") in ("1", "true"):
             rule = band_rule_for(series)
             every = max(1, int(data.count.sum()) // max(buckets, 1))
-            if rule is not None:
-                # The rule's own judge, replayed: the band drawn is the band it checked.
+            if rule is not None and data.resolution == "rollup":
+                # Wide: the band evaluation stored as it judged, one per 128-step bucket.
+                steps, centre, lower, upper = stored_band(series, rule, start, end, buckets)
+            elif rule is not None:
+                # Zoomed: the rule's own judge, replayed over the raw points.
                 steps, centre, lower, upper = chart_band(series, rule, start, end, every=every)
             else:
                 steps, centre, lower, upper = series_band(series, start, end, BandParams(), every=every)

@@ -73,3 +73,31 @@ def test_the_chart_band_of_a_stored_series_is_the_band_the_rule_judged(sender, p
     # Eval steps have their own band, from eval steps only (too few here to draw one).
     steps_all, centre_all, _, _ = chart_band(Series.objects.get(metric="loss"), rule)
     assert np.isnan(centre_all[(steps_all >= 100) & (steps_all < 110)]).all()
+
+
+def test_the_band_stored_while_judging_is_the_band_a_zoomed_replay_draws(sender, project, api, owner):
+    """Wide charts read the band evaluation stored per 128-step bucket; zoomed ones replay the judge: they agree."""
+    from alerts.evaluation import chart_band
+    from alerts.models import BandSample, Rule
+    from alerts.rules import save_rule
+    from ingest.models import Series
+
+    rule = save_rule(Rule(project=project, name="loss-band", kind="band", owner="Pretrain on-call <#pretrain-oncall>",
+                          scope={"metrics": ["loss"]}, persistence={"points": 3}, diagnostic_url="https://runbooks.example/l",
+                          permitted_response="observe", params={"direction": "above"}), source="test")
+    values = noisy(3000, level=3.0, slope=-0.0003)
+    values[2000:] += 0.5
+    points = [{"step": i, "metric": "loss", "value": float(v)} for i, v in enumerate(values)]
+    for lo in range(0, 3000, 500):
+        assert sender.post({"run": {"id": "wide"}, "points": points[lo:lo + 500]}).status_code == 202
+    series = Series.objects.get(metric="loss")
+    stored = {s.step: (s.centre, s.lower, s.upper) for s in BandSample.objects.filter(rule=rule, series=series)}
+    assert len(stored) == 3000 // 128 + 1  # one per bucket (the first bucket's last point has a band too)
+    steps, centre, lower, upper = chart_band(series, rule)
+    replayed = {int(s): (c, lo, up) for s, c, lo, up in zip(steps, centre, lower, upper)}
+    for step, band in stored.items():
+        assert band == pytest.approx(replayed[step])
+    api.force_authenticate(owner)
+    wide = api.get("/api/v1/runs/wide/series/", {"metric": "loss", "band": 1, "buckets": 20}).json()
+    assert wide["resolution"] == "rollup" and wide["band"]["rule"] == "loss-band"
+    assert set(wide["band"]["step"]) <= set(stored)
