@@ -376,6 +376,15 @@ class _Evaluator:
         updates = {}
         if step > alert.last_step:
             updates["last_step"] = alert.last_step = step
+        if first_step < alert.first_step:
+            # Another metric of the same component held earlier in this batch (blocks are judged
+            # metric by metric): the alert begins where the earliest of them began, whatever the batching.
+            updates["first_step"] = alert.first_step = first_step
+            updates["metric"] = alert.metric = metric
+            phase = self.phases.at(first_step)
+            updates["phase"] = alert.phase = phase.phase if phase else ""
+            if step < (alert.fired_step if alert.fired_step is not None else step + 1):
+                updates["fired_step"] = alert.fired_step = step
         if magnitude is not None and (alert.magnitude is None or magnitude > alert.magnitude):
             updates["magnitude"] = alert.magnitude = magnitude
         if updates:
@@ -454,7 +463,10 @@ class _Evaluator:
                 if progress.held_points:
                     progress.held_points = 0
                 progress.clear_points += 1
-                if progress.clear_points >= resolve_after and (rule.pk, component) in self.open_alerts:
+                open_alert = self.open_alerts.get((rule.pk, component))
+                # Only the metric the alert is about clears it: one clear metric must not close
+                # what another metric of the component still shows.
+                if progress.clear_points >= resolve_after and open_alert is not None and open_alert.metric in ("", series.metric):
                     self.resolve(rule, component, step)
 
     def events(self, rules):

@@ -110,3 +110,23 @@ def test_alerts_of_a_run_are_hidden_from_outsiders(api, sender, project, outside
     assert api.get("/api/v1/alerts/", {"run": "private"}).status_code == 404
     api.force_login(owner)
     assert len(api.get("/api/v1/alerts/", {"run": "private"}).json()) == 1
+
+
+def test_one_alert_per_component_does_not_depend_on_how_the_job_batched(sender, project):
+    """Two metrics of one component go bad at different steps: the alert starts at the earlier, however batched."""
+    make_rule(project, "health-nonfinite", "nonfinite", {"metrics": ["weight_norm", "grad_norm"], "component": "*"},
+              {"points": 1, "resolve_points": 3})
+
+    def points(steps):
+        out = []
+        for s in steps:
+            out.append({"step": s, "metric": "grad_norm", "component": "tok", "value": "NaN" if s >= 150 else 1.0})
+            out.append({"step": s, "metric": "weight_norm", "component": "tok", "value": "NaN" if s >= 160 else 1.0})
+        return out
+
+    sender.post({"run": {"id": "one-batch"}, "points": points(range(140, 170))})
+    sender.post({"run": {"id": "two-batches"}, "points": points(range(140, 155))})
+    sender.post({"run": {"id": "two-batches"}, "points": points(range(155, 170))})
+    one = [(a["step"], a["fired_step"], a["state"]) for a in sender.get("/api/v1/alerts/", run="one-batch").json()]
+    two = [(a["step"], a["fired_step"], a["state"]) for a in sender.get("/api/v1/alerts/", run="two-batches").json()]
+    assert one == two == [(150, 150, "firing")]
