@@ -383,8 +383,6 @@ class _Evaluator:
             updates["metric"] = alert.metric = metric
             phase = self.phases.at(first_step)
             updates["phase"] = alert.phase = phase.phase if phase else ""
-            if step < (alert.fired_step if alert.fired_step is not None else step + 1):
-                updates["fired_step"] = alert.fired_step = step
         if magnitude is not None and (alert.magnitude is None or magnitude > alert.magnitude):
             updates["magnitude"] = alert.magnitude = magnitude
         if updates:
@@ -405,21 +403,40 @@ class _Evaluator:
         blocks = list(Block.objects.filter(receipt=self.receipt).select_related("series").order_by("attempt", "id"))
         # Within an attempt, causes before symptoms: alerts fired at one step are created in this order.
         blocks.sort(key=lambda b: (b.attempt, CAUSAL_RANK.get(b.series.metric, len(CAUSAL_RANK))))
-        for block in blocks:
+        jobs = []
+        for index, block in enumerate(blocks):
             series = block.series
             chosen = [r for r in rules if _series_selected(r, series.metric, series.component, series.layer)]
-            if not chosen:
-                continue
-            steps, values, times = unpack(block.data)
-            if times is None:
-                times = np.full(len(steps), self.receipt.received_at.timestamp())
-            info = self.phases.of(steps)
-            for rule in chosen:
-                progress = self.progress(rule, series.component, series.metric)
-                flags = self.flags(rule, progress, series, steps, values, times, info, block.attempt)
-                if flags.band is not None:
-                    self.sample_band(rule, series, steps, flags.band)
-                self.persist(rule, progress, series, steps, times, flags)
+            if chosen:
+                steps, values, times = unpack(block.data)
+                if times is None:
+                    times = np.full(len(steps), self.receipt.received_at.timestamp())
+                info = self.phases.of(steps)
+                for rule in chosen:
+                    progress = self.progress(rule, series.component, series.metric)
+                    flags = self.flags(rule, progress, series, steps, values, times, info, block.attempt)
+                    if flags.band is not None:
+                        self.sample_band(rule, series, steps, flags.band)
+                    jobs.append((rule, progress, series, steps, times, flags))
+            if index + 1 == len(blocks) or blocks[index + 1].attempt != block.attempt:
+                self.persist_in_step_order(jobs)
+                jobs = []
+
+    def persist_in_step_order(self, jobs):
+        """Persistence and alerts over every judged point of the batch, step by step (causes first within a
+        step), not series by series: which alert fires first, and where each begins, must not depend on how
+        the job cut its telemetry into batches."""
+        if not jobs:
+            return
+        keys = []
+        for j, (_, _, series, steps, _, _) in enumerate(jobs):
+            n = len(steps)
+            rank = CAUSAL_RANK.get(series.metric, len(CAUSAL_RANK))
+            keys.append(np.stack([steps, np.full(n, rank), np.full(n, j), np.arange(n)], axis=1))
+        points = np.concatenate(keys)
+        order = np.lexsort((points[:, 3], points[:, 2], points[:, 1], points[:, 0]))
+        for _, _, j, i in points[order].tolist():
+            self.persist_point(*jobs[j], i)
 
     def attempt(self, number):
         if number not in self.attempt_starts:
@@ -443,31 +460,30 @@ class _Evaluator:
             return _absence(rule, progress, steps, values, times, self.attempt(attempt))
         return _divergence(rule, progress, self.run, steps, values)
 
-    def persist(self, rule, progress, series, steps, times, flags):
-        resolve_after = rule.persistence.get("resolve_points", 1)
+    def persist_point(self, rule, progress, series, steps, times, flags, i):
         component = series.component
-        for i in range(len(steps)):
-            step = int(steps[i])
-            if flags.held[i]:
-                if progress.held_points == 0:
-                    progress.held_since_step, progress.held_since_time = step, float(times[i])
-                progress.held_points += 1
-                progress.clear_points = 0
-                if self.persisted(rule, progress, step, float(times[i])):
-                    magnitude = flags.magnitude[i]
-                    if rule.kind == RuleKind.NONFINITE:
-                        magnitude = float(progress.held_points)
-                    magnitude = float(magnitude) if np.isfinite(magnitude) else None
-                    self.fire_or_extend(rule, component, series.metric, "", progress.held_since_step, step, magnitude, flags.units[i])
-            else:
-                if progress.held_points:
-                    progress.held_points = 0
-                progress.clear_points += 1
-                open_alert = self.open_alerts.get((rule.pk, component))
-                # Only the metric the alert is about clears it: one clear metric must not close
-                # what another metric of the component still shows.
-                if progress.clear_points >= resolve_after and open_alert is not None and open_alert.metric in ("", series.metric):
-                    self.resolve(rule, component, step)
+        step = int(steps[i])
+        if flags.held[i]:
+            if progress.held_points == 0:
+                progress.held_since_step, progress.held_since_time = step, float(times[i])
+            progress.held_points += 1
+            progress.clear_points = 0
+            if self.persisted(rule, progress, step, float(times[i])):
+                magnitude = flags.magnitude[i]
+                if rule.kind == RuleKind.NONFINITE:
+                    magnitude = float(progress.held_points)
+                magnitude = float(magnitude) if np.isfinite(magnitude) else None
+                self.fire_or_extend(rule, component, series.metric, "", progress.held_since_step, step, magnitude, flags.units[i])
+        else:
+            if progress.held_points:
+                progress.held_points = 0
+            progress.clear_points += 1
+            open_alert = self.open_alerts.get((rule.pk, component))
+            # Only the metric the alert is about clears it: one clear metric must not close
+            # what another metric of the component still shows.
+            if (progress.clear_points >= rule.persistence.get("resolve_points", 1) and open_alert is not None
+                    and open_alert.metric in ("", series.metric)):
+                self.resolve(rule, component, step)
 
     def events(self, rules):
         for event in Event.objects.filter(receipt=self.receipt).order_by("step", "id"):

@@ -1,0 +1,258 @@
+"""`watch()`: the object a training loop talks to.
+
+Everything the training thread calls (`log`, `phase`, `event`) appends plain
+tuples to a bounded deque and returns: no validation, no conversion, no I/O, no
+locks. Values are converted with `float()` in the sender thread, so a 0-d
+tensor costs the training thread nothing at `log()` time (a CUDA tensor's
+device-to-host copy happens in the sender thread). Nothing here raises into the
+training loop once `watch()` has returned.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import subprocess
+import time
+
+from . import wire
+from .sender import EVENT, PHASE, POINT, Sender
+
+log = logging.getLogger("warninglight")
+
+_time = time.time
+
+
+def git_code_rev(cwd=None, timeout=2.0):
+    """`git rev-parse HEAD` of the working directory, or None (no git, not a repository, too slow)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except Exception:
+        return None
+    rev = out.stdout.strip()
+    if out.returncode == 0 and re.fullmatch(r"[0-9a-f]{7,64}", rev):
+        return rev
+    return None
+
+
+class Watch:
+    """One training run's connection to the console. Made by `warninglight.watch(...)`."""
+
+    def __init__(self, run_id, url=None, token=None, *, model=None, phases=True, optimizer=None, health_every=10,
+                 config=None, data_snapshot=None, budget=None, code_rev=None, name=None, tags=None,
+                 spool_dir=None, batch_points=2000, flush_seconds=1.0, max_queue=200_000, timeout=5.0,
+                 retries=5, backoff=0.5, probe_seconds=5.0, flush_timeout=10.0):
+        self._closed = True  # until fully built: close() and __del__ stay harmless
+        self._health = None
+        url = url if url is not None else os.environ.get("WARNINGLIGHT_URL") or None
+        token = token if token is not None else os.environ.get("WARNINGLIGHT_TOKEN") or None
+        run_id, changed = wire.sanitize_run_id(run_id)
+        if changed:
+            log.warning("warninglight: run_id changed to %r to fit the contract ([A-Za-z0-9._:/-], 1 to 128 characters)", run_id)
+        self.run_id = run_id
+        if code_rev is None:
+            code_rev = git_code_rev()
+        elif code_rev is False:
+            code_rev = None
+        self.run, problems = wire.run_object(run_id, name=name, code_rev=code_rev, data_snapshot=data_snapshot,
+                                             config=config, budget=budget, tags=tags)
+        for problem in problems:
+            log.warning("warninglight: %s", problem)
+        self.phases = bool(phases)
+        self.flush_timeout = flush_timeout
+        self._sender = Sender(self.run, url=url, token=token, spool_dir=spool_dir, batch_points=batch_points,
+                              flush_seconds=flush_seconds, max_queue=max_queue, timeout=timeout,
+                              retries=retries, backoff=backoff, probe_seconds=probe_seconds)
+        self._queue = self._sender.queue
+        self._last_step = None
+        if url is None:
+            log.warning("warninglight: no url (nor WARNINGLIGHT_URL): telemetry of run %s is spooled to %s", run_id,
+                        self._sender.spool.directory)
+        elif token is None:
+            log.warning("warninglight: no token (nor WARNINGLIGHT_TOKEN): the console will refuse the batches; they are spooled")
+        self._sender.start()
+        self._closed = False
+        atexit.register(self.close)  # a plain object never closed still flushes at exit
+        if model is not None:
+            self._attach_health(model, health_every, optimizer)
+
+    def _attach_health(self, model, every, optimizer):
+        try:
+            from . import health
+        except ImportError as exc:
+            log.warning("warninglight: per-component health (model=) needs PyTorch: %s; continuing without it", exc)
+            return
+        try:
+            self._health = health.Health(self, model, every=every, optimizer=optimizer)
+        except ImportError as exc:
+            log.warning("warninglight: per-component health (model=) needs PyTorch: %s; continuing without it", exc)
+        except Exception as exc:
+            log.warning("warninglight: could not attach the health hooks (%r); continuing without them", exc)
+
+    # ---- the training loop's calls --------------------------------------------------------------
+    def log(self, step, metrics=None, *, component=None, **values):
+        """Queue points at `step`: `wl.log(step, loss=2.3, lr=3e-4)`, `wl.log(step, {"eval/loss": 2.1})`,
+        `wl.log(step, component="layers.3", grad_norm=0.7)`. Never raises, never blocks."""
+        if self._closed:
+            return
+        try:
+            when = _time()
+            append = self._queue.append
+            n = 0
+            if metrics:
+                for metric, value in metrics.items():
+                    if type(value) is not float and hasattr(value, "detach"):
+                        value = value.detach()  # keep no autograd graph alive in the queue
+                    append((POINT, step, metric, component, value, when))
+                    n += 1
+            for metric, value in values.items():
+                if type(value) is not float and hasattr(value, "detach"):
+                    value = value.detach()
+                append((POINT, step, metric, component, value, when))
+                n += 1
+            self._sender.enqueued += n
+            self._last_step = step
+        except Exception as exc:
+            self._sender.reject("log", f"log() could not queue its points: {exc!r}")
+        if component is None and self._health is not None:
+            try:
+                if isinstance(metrics, dict) and metrics:
+                    values = {**metrics, **values} if values else metrics
+                self._health.on_log(step, values)  # the values as given (tensors not converted)
+            except Exception:
+                log.exception("warninglight: the health hooks failed; they are switched off for this run")
+                self._disable_health()
+
+    def phase(self, name, step=None):
+        """Queue a phase entry ("warmup", "steady", "lr_decay", "eval", "checkpoint", "data_refresh",
+        "restart", "cooldown", or free text) at `step`, by default the last logged step (0 before any)."""
+        if self._closed:
+            return
+        if step is None:
+            step = self._last_step if self._last_step is not None else 0
+        self._queue.append((PHASE, step, name, _time()))
+        self._sender.enqueued += 1
+
+    def event(self, step, component, condition, magnitude, detail=None):
+        """Queue a health event: `condition` is one of the contract's eight (warninglight.CONDITIONS)."""
+        if self._closed:
+            return
+        if step is None:
+            step = self._last_step if self._last_step is not None else 0
+        self._queue.append((EVENT, step, component, condition, magnitude, _time(), detail))
+        self._sender.enqueued += 1
+
+    def _health_points(self, step, points):
+        """For the health hooks: `points` is an iterable of (metric, component, value) at `step`."""
+        if self._closed:
+            return
+        try:
+            when = _time()
+            append = self._queue.append
+            n = 0
+            for metric, component, value in points:
+                append((POINT, step, metric, component, value, when))
+                n += 1
+            self._sender.enqueued += n
+        except Exception as exc:
+            self._sender.reject("health", f"health points could not be queued: {exc!r}")
+
+    # ---- what the console said -------------------------------------------------------------------
+    @property
+    def should_stop(self) -> bool:
+        """True once an ingest response carried a "stop" action. The client never stops anything itself."""
+        return self._sender.should_stop
+
+    @property
+    def actions(self) -> list:
+        """Every distinct action the console has sent so far, oldest first (a copy)."""
+        return list(self._sender.actions)
+
+    @property
+    def stats(self) -> dict:
+        s = self._sender
+        counts = s.counts
+        return {
+            "queued": len(s.queue),
+            "enqueued": s.enqueued,
+            "requests": counts["requests"],
+            "sent_points": counts["sent_points"],
+            "sent_events": counts["sent_events"],
+            "sent_phases": counts["sent_phases"],
+            "duplicates": counts["duplicates"],
+            "retries": counts["retries"],
+            "spooled": counts["spooled"],
+            "refused": counts["refused"],
+            "rejected": counts["rejected"],
+            "dropped": s.dropped(),
+            "lost": counts["lost"],
+            "console_down": s.down,
+        }
+
+    @property
+    def spool_path(self):
+        """The spool file written so far (a pathlib.Path), or None if nothing was spooled."""
+        return self._sender.spool.path
+
+    @property
+    def rejected_path(self):
+        """The file of batches the console refused as invalid (HTTP 400/422), or None."""
+        return self._sender.rejected_spool.path
+
+    # ---- lifetime ------------------------------------------------------------------------------
+    def flush(self, timeout=10.0) -> bool:
+        """Block until everything logged so far is sent (or spooled); False if `timeout` passed first."""
+        try:
+            return self._sender.flush(timeout)
+        except Exception:
+            return False
+
+    def close(self, flush_timeout=None):
+        """Send or spool what is queued (waiting at most `flush_timeout` seconds), stop the thread.
+        Closing twice is fine."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            atexit.unregister(self.close)
+        except Exception:
+            pass
+        if self._health is not None:
+            health, self._health = self._health, None
+            self._closed = False  # let the hooks' last points in
+            try:
+                health.close()
+            except Exception:
+                log.exception("warninglight: closing the health hooks failed")
+            self._closed = True
+        try:
+            self._sender.stop(self.flush_timeout if flush_timeout is None else flush_timeout)
+        except Exception:
+            log.exception("warninglight: closing the sender failed")
+
+    def _disable_health(self):
+        health, self._health = self._health, None
+        if health is not None:
+            try:
+                health.close()
+            except Exception:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        return f"<warninglight.Watch run={self.run_id!r} closed={self._closed}>"
+
+
+def watch(run_id, url=None, token=None, **options) -> Watch:
+    """Watch a training run: `with warninglight.watch(run_id=..., url=..., token=...) as wl: ...`.
+
+    See the package README for every option.
+    """
+    return Watch(run_id, url, token, **options)

@@ -1,0 +1,117 @@
+"""Helpers for the client tests: the client importable from client/, a fault-injecting HTTP proxy, reading back."""
+import http.client
+import http.server
+import socket
+import sys
+import threading
+from pathlib import Path
+
+CLIENT_DIR = Path(__file__).resolve().parents[2] / "client"
+if str(CLIENT_DIR) not in sys.path:  # normally `pip install -e ./client` (bin/test); this keeps a bare checkout working
+    sys.path.insert(0, str(CLIENT_DIR))
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (connections are refused at once)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+class Proxy:
+    """An HTTP proxy in front of the live console that can misbehave on request.
+
+    mode "forward": pass requests through; "down": answer 503 without forwarding.
+    `drop_responses` > 0: forward the request (the console stores it), then close the
+    connection without answering, that many times (a timeout on the way back).
+    Every POST is recorded as (X-Batch-Id, number of NDJSON lines, status or "dropped").
+    """
+
+    def __init__(self, target_port):
+        proxy = self
+        self.target_port = target_port
+        self.mode = "forward"
+        self.drop_responses = 0
+        self.requests = []
+        self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                batch_id = self.headers.get("X-Batch-Id")
+                lines = len([line for line in body.split(b"\n") if line.strip()])
+                if proxy.mode == "down":
+                    proxy._record(batch_id, lines, 503)
+                    self._answer(503, b'{"detail": "down for maintenance"}')
+                    return
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")}
+                upstream = http.client.HTTPConnection("127.0.0.1", proxy.target_port, timeout=30)
+                upstream.request("POST", self.path, body=body, headers=headers)
+                response = upstream.getresponse()
+                data = response.read()
+                upstream.close()
+                with proxy.lock:
+                    drop = proxy.drop_responses > 0
+                    if drop:
+                        proxy.drop_responses -= 1
+                if drop:
+                    proxy._record(batch_id, lines, "dropped")
+                    self.close_connection = True  # stored upstream, but the client never hears of it
+                    return
+                proxy._record(batch_id, lines, response.status)
+                self._answer(response.status, data)
+
+            def _answer(self, status, data):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def _record(self, batch_id, lines, status):
+        with self.lock:
+            self.requests.append((batch_id, lines, status))
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def read_points(token, run_id, metric, component=None, attempt=None):
+    from rest_framework.test import APIClient
+
+    params = {"metric": metric}
+    if component:
+        params["component"] = component
+    if attempt:
+        params["attempt"] = attempt
+    response = APIClient().get(f"/api/v1/runs/{run_id}/points/", params, HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 200, response.content
+    return response.json()["points"]
+
+
+def read_json(token, path):
+    from rest_framework.test import APIClient
+
+    response = APIClient().get(path, HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 200, response.content
+    return response.json()
