@@ -8,7 +8,7 @@ import json
 from django.db.models import Count, Q
 
 from alerts import evaluation
-from alerts.models import AlertState, Rule, Verdict
+from alerts.models import AlertState, Verdict
 
 # Threshold and band rules skip the engine's default phases unless the scope names phases (alerts/evaluation.py).
 _PHASE_ORDER = ("warmup", "eval", "checkpoint", "restart", "data_refresh")
@@ -183,30 +183,12 @@ def false_alarm_rate(false_alarms: int, verdicts: int) -> str:
     return f"{round(100 * false_alarms / verdicts)}% ({false_alarms} of {verdicts})"
 
 
-def _mute_rule_path():
-    """How alerts.models.Mute (when the triage work has added it) reaches a rule: 'rule', 'alert__rule', or None."""
-    from alerts import models as alert_models
+def mute_counts(rule_ids) -> dict:
+    """{rule id: number of mutes ever set on it}."""
+    from alerts.models import Mute
 
-    mute = getattr(alert_models, "Mute", None)
-    if mute is None:
-        return None, None
-    relations = [f for f in mute._meta.get_fields() if f.is_relation and f.concrete]
-    for field in relations:
-        if field.related_model is Rule:
-            return mute, field.name
-    for field in relations:
-        if field.related_model is alert_models.Alert:
-            return mute, f"{field.name}__rule"
-    return mute, None
-
-
-def mute_counts(rule_ids) -> dict | None:
-    """{rule id: number of mutes} when a Mute model exists (checked now, at render time); None otherwise."""
-    mute, path = _mute_rule_path()
-    if mute is None or path is None:
-        return None
-    rows = mute.objects.filter(**{f"{path}__in": list(rule_ids)}).values(path).annotate(n=Count("pk", distinct=True))
-    return {row[path]: row["n"] for row in rows}
+    rows = Mute.objects.filter(rule_id__in=list(rule_ids)).values("rule_id").annotate(n=Count("pk"))
+    return {row["rule_id"]: row["n"] for row in rows}
 
 
 # --- revisions ------------------------------------------------------------------

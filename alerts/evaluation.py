@@ -38,7 +38,7 @@ def _run_selected(rule, run) -> bool:
     return all((run.tags or {}).get(k) == v for k, v in wanted.items())
 
 
-def _series_selected(rule, metric, component, layer) -> bool:
+def series_selected(rule, metric, component, layer) -> bool:
     metrics = rule.scope.get("metrics") or []
     if not any(fnmatchcase(metric, pattern) for pattern in metrics):
         return False
@@ -406,7 +406,7 @@ class _Evaluator:
         jobs = []
         for index, block in enumerate(blocks):
             series = block.series
-            chosen = [r for r in rules if _series_selected(r, series.metric, series.component, series.layer)]
+            chosen = [r for r in rules if series_selected(r, series.metric, series.component, series.layer)]
             if chosen:
                 steps, values, times = unpack(block.data)
                 if times is None:

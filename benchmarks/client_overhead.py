@@ -41,7 +41,6 @@ same machine. --sink spool points the client at a closed port with `spool_dir` i
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import statistics

@@ -107,6 +107,15 @@ def _step_param(request, name):
     return value
 
 
+def series_params(request):
+    """(metric, component, start, end) of a one-series read; metric is required."""
+    metric = request.query_params.get("metric")
+    if not metric:
+        raise exceptions.ValidationError({"metric": "metric is required"})
+    component = request.query_params.get("component") or ""
+    return metric, component, _step_param(request, "start"), _step_param(request, "end")
+
+
 class PointsView(APIView):
     @extend_schema(
         parameters=[
@@ -120,11 +129,7 @@ class PointsView(APIView):
     )
     def get(self, request, run_id):
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
-        metric = request.query_params.get("metric")
-        if not metric:
-            raise exceptions.ValidationError({"metric": "metric is required"})
-        component = request.query_params.get("component") or ""
-        start, end = _step_param(request, "start"), _step_param(request, "end")
+        metric, component, start, end = series_params(request)
         all_attempts = request.query_params.get("attempt") == "all"
         series = Series.objects.filter(run=run, metric=metric, component=component).first()
         points = []

@@ -8,11 +8,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from alerts.bands import BandParams, series_band
-from alerts.evaluation import _series_selected, chart_band
+from alerts.evaluation import series_selected, chart_band
 from alerts.models import BandSample, Rule, RuleKind
 from ingest.downsample import series_buckets
 from ingest.models import Series
-from ingest.views import _step_param, wire_value
+from ingest.views import _step_param, series_params, wire_value
 from opsconsole.permissions import visible_runs
 
 MAX_BUCKETS = 5000
@@ -25,7 +25,7 @@ def _finite_or_none(values):
 def band_rule_for(series):
     """The project's first enabled band rule covering the series: its band is the one drawn."""
     for rule in Rule.objects.filter(project_id=series.run.project_id, kind=RuleKind.BAND, enabled=True).order_by("name"):
-        if _series_selected(rule, series.metric, series.component, series.layer):
+        if series_selected(rule, series.metric, series.component, series.layer):
             return rule
     return None
 
@@ -61,11 +61,7 @@ class SeriesChartView(APIView):
     def get(self, request, run_id):
         """One series downsampled to buckets (min, max, last, non-finite count each), optionally with its band."""
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
-        metric = request.query_params.get("metric")
-        if not metric:
-            raise exceptions.ValidationError({"metric": "metric is required"})
-        component = request.query_params.get("component") or ""
-        start, end = _step_param(request, "start"), _step_param(request, "end")
+        metric, component, start, end = series_params(request)
         buckets = _step_param(request, "buckets")
         buckets = 2000 if buckets is None else buckets
         if not 1 <= buckets <= MAX_BUCKETS:

@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import ProtectedError
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 
 from alerts import describe
 from alerts.forms import RuleForm
@@ -34,19 +34,11 @@ def _editable_rule(request, pk):
     return rule
 
 
-def _run_url(run_id):
-    try:
-        return reverse("console:run", args=[run_id])
-    except NoReverseMatch:  # the run page is optional to these pages
-        return None
-
-
 def _add_stats(rules):
     mutes = describe.mute_counts([rule.pk for rule in rules])
     for rule in rules:
         rule.false_alarm_rate = describe.false_alarm_rate(rule.false_alarm_count, rule.verdict_count)
-        rule.mute_count = None if mutes is None else mutes.get(rule.pk, 0)
-    return mutes is not None
+        rule.mute_count = mutes.get(rule.pk, 0)
 
 
 @login_required
@@ -57,12 +49,11 @@ def rule_list(request):
     if selected:
         rules = rules.filter(project__slug=selected)
     rules = list(rules.order_by("project__slug", "name"))
-    has_mutes = _add_stats(rules)
+    _add_stats(rules)
     return render(request, "console/rules.html", {
         "rules": rules,
         "projects": projects,
         "selected": selected,
-        "has_mutes": has_mutes,
         "can_create": rule_admin_projects(request.user).exists(),
     })
 
@@ -70,15 +61,14 @@ def rule_list(request):
 @login_required
 def rule_detail(request, pk):
     rule = _visible_rule(request, pk, describe.with_stats(Rule.objects.all()))
-    has_mutes = _add_stats([rule])
+    _add_stats([rule])
     alerts = list(rule.alerts.select_related("run").order_by("-fired_at", "-id")[:RECENT_ALERTS])
     for alert in alerts:
-        alert.run_url = _run_url(alert.run.run_id)
+        alert.run_url = reverse("console:run", args=[alert.run.run_id])
     revisions = RuleRevision.objects.filter(rule=rule).select_related("changed_by").order_by("id")
     last_alert = alerts[0] if alerts else None
     return render(request, "console/rule_detail.html", {
         "rule": rule,
-        "has_mutes": has_mutes,
         "can_edit": can_edit_rules(request.user, rule.project),
         "scope_rows": describe.scope_rows(rule.scope, rule.kind),
         "targets": (rule.scope or {}).get("metrics") or (rule.scope or {}).get("conditions") or [],

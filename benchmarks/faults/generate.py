@@ -33,7 +33,6 @@ import json
 import math
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -476,7 +475,6 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
     step = 1
     wall_prev = time.perf_counter()
     while step <= plan.last_step:
-        s0 = time.perf_counter()
         for phase in plan.phases_at(step, replay_start):
             w.phase(step, phase, clock)
         if plan.refresh is not None and step == plan.refresh:
