@@ -9,7 +9,7 @@ from alerts import triage
 from alerts.models import MAX_MUTE_DURATION, Alert, AlertChange, Mute, MuteScope
 from alerts.tasks import sweep_unevaluated
 from ingest.models import Run
-from tests.triage_support import alert, make_alert, make_rule, oncall, rule, triage_rows  # noqa: F401
+from tests.triage_support import make_alert, make_rule, triage_rows
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from alerts import triage
 from alerts.models import Alert, AlertChange
-from tests.triage_support import alert, make_alert, make_rule, oncall, rule, triage_rows  # noqa: F401
+from tests.triage_support import make_alert, make_rule, triage_rows
 
 pytestmark = pytest.mark.django_db
 ACTIONS = {

@@ -3,7 +3,7 @@ import pytest
 
 from alerts.models import Alert, AlertChange, Mute
 from opsconsole.models import Membership, Role
-from tests.browser import browser, console_server, log_in, screenshot  # noqa: F401  (fixtures)
+from tests.browser import log_in, screenshot
 from tests.triage_support import make_alert, make_rule
 
 pytestmark = [pytest.mark.browser]

@@ -2,7 +2,7 @@
 import pytest
 
 from alerts.models import Rule, RuleRevision
-from tests.browser import browser, console_server, log_in, screenshot  # noqa: F401  (fixtures)
+from tests.browser import log_in, screenshot
 from tests.rule_pages_support import make_rule
 
 pytestmark = [pytest.mark.browser]

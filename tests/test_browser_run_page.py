@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from tests.browser import browser, console_server, log_in, screenshot  # noqa: F401  (fixtures)
+from tests.browser import log_in, screenshot
 
 pytestmark = [pytest.mark.browser]
 

@@ -1,7 +1,7 @@
 """GET /api/v1/inbox/: alerts across the runs the caller may see, newest first, filtered, paged."""
 import pytest
 
-from tests.triage_support import make_alert, make_rule, rule  # noqa: F401
+from tests.triage_support import make_alert, make_rule
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 
 from alerts.models import Alert, Mute
-from tests.triage_support import alert, make_alert, make_rule, oncall, rule, triage_rows  # noqa: F401
+from tests.triage_support import make_alert, make_rule, triage_rows
 
 pytestmark = pytest.mark.django_db
 

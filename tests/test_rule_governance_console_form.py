@@ -3,7 +3,6 @@ import json
 from html import unescape
 
 import pytest
-from django.test import Client
 
 from alerts.models import Rule, RuleRevision
 from alerts.rules import save_rule

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from ingest.models import BatchReceipt, Project
-from tests.browser import console_server  # noqa: F401  (fixture)
 from tests.client.support import Proxy, read_json, read_points
 
 import warninglight  # noqa: E402  (tests.client.support puts client/ on the path)

@@ -23,7 +23,6 @@ import torch.nn.functional as F  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from alerts.starter import install_starter_pack  # noqa: E402
-from tests.browser import console_server  # noqa: E402,F401  (fixture)
 from tests.client.support import closed_port, read_json  # noqa: E402
 from tests.client.test_health_hooks import TinyLM, lm_batch  # noqa: E402
 
