@@ -1,11 +1,20 @@
+from django import forms
 from django.contrib import admin
 
+from alerts.forms import ParamErrorsOnParamsField
 from alerts.models import Mute, Rule, RuleRevision
 from alerts.rules import delete_rule, save_rule
 
 
+class RuleAdminForm(ParamErrorsOnParamsField, forms.ModelForm):
+    class Meta:
+        model = Rule
+        fields = "__all__"
+
+
 @admin.register(Rule)
 class RuleAdmin(admin.ModelAdmin):
+    form = RuleAdminForm
     list_display = ["name", "project", "kind", "owner", "permitted_response", "enabled"]
     list_filter = ["project", "kind", "permitted_response", "enabled"]
 
@@ -38,3 +47,4 @@ class MuteAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+

@@ -24,16 +24,20 @@ from dataclasses import dataclass, fields
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from alerts.params import default
+
 ABS_FLOOR = 1e-12
 
 
 @dataclass(frozen=True)
 class BandParams:
-    window: int = 100  # points of history (same phase kind)
-    min_history: int = 20
-    width: float = 6.0  # band half-width, in robust σ
-    rel_floor: float = 0.005  # σ is at least this share of |level|
-    reference_window: int = 50  # steps either side of a step, pooled over reference runs
+    """The band's shape; defaults, ranges and meanings are the band rule's params (alerts/params.py)."""
+
+    window: int = default("band", "window")  # points of history (same phase kind)
+    min_history: int = default("band", "min_history")
+    width: float = default("band", "width")  # band half-width, in robust σ
+    rel_floor: float = default("band", "rel_floor")  # σ is at least this share of |level|
+    reference_window: int = default("band", "reference_window")  # steps either side of a step, pooled over reference runs
 
     @classmethod
     def from_params(cls, params: dict | None) -> "BandParams":

@@ -8,6 +8,7 @@ import json
 from django.db.models import Count, Q
 
 from alerts import evaluation
+from alerts.params import KIND_PARAMS as PARAM_SPECS, default, describe_kind, params_errors
 from alerts.models import AlertState, Verdict
 
 # Threshold and band rules skip the engine's default phases unless the scope names phases (alerts/evaluation.py).
@@ -26,16 +27,8 @@ RESPONSE_WORDS = {
     "rewind": "the job is told to rewind to its last good checkpoint (automatic, in projects that have left read-only mode)",
 }
 
-# What each kind's `params` mean (README, Alert rules), shown next to the form's params field.
-KIND_PARAMS = {
-    "nonfinite": "no params: fires on a NaN or ±Infinity point.",
-    "threshold": '"above", "below" (either or both), "settle_steps".',
-    "band": '"direction" (above, below, both), "width" in robust σ, "window" (100), "min_history", "rel_floor", '
-    '"settle_steps" (5), "restore_window" (50), "restore_tolerance" (0.25), "reference_window".',
-    "absence": '"missing_steps" (more than N steps missing in a row) and/or "seconds" (more than T seconds between points).',
-    "event": '"min_magnitude"; the scope names the event "conditions".',
-    "divergence": '"training" (the training metric), "evaluations" K (3), "min_rise" (0.01); the scope names the validation metric.',
-}
+# What each kind's `params` mean, shown next to the form's params field: from the validator (alerts/params.py).
+KIND_PARAMS = {kind: describe_kind(kind) for kind in PARAM_SPECS}
 
 
 def _plural(n, word):
@@ -114,6 +107,8 @@ def scope_rows(scope, kind) -> list[dict]:
 
 def kind_words(kind, params) -> str:
     """What makes a point 'held' for this kind, in one phrase."""
+    if params_errors(kind, params):
+        return "— (its params are not valid; the rule is not judged until they are fixed)"
     params = params if isinstance(params, dict) else {}
     if kind == "nonfinite":
         return "a value is NaN or ±Infinity"
@@ -125,7 +120,7 @@ def kind_words(kind, params) -> str:
             parts.append(f"below {_number(params['below'])}")
         return f"a value is {' or '.join(parts)}" if parts else "a value crosses its threshold (none set)"
     if kind == "band":
-        direction = params.get("direction", "both")
+        direction = params.get("direction", default("band", "direction"))
         side = {"above": "above", "below": "below"}.get(direction, "outside")
         width = f" ({_number(params['width'])} robust σ wide)" if params.get("width") is not None else ""
         return f"a value is {side} its phase-aware band{width}"
@@ -141,7 +136,7 @@ def kind_words(kind, params) -> str:
             f" of magnitude ≥ {_number(params['min_magnitude'])}" if params.get("min_magnitude") is not None else ""
         )
     if kind == "divergence":
-        k = params.get("evaluations", 3)
+        k = params.get("evaluations", default("divergence", "evaluations"))
         training = params.get("training", "the training metric")
         return f"the validation metric rises at {_plural(k, 'evaluation')} in a row while {training} falls"
     return kind or "—"

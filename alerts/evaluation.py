@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from alerts.bands import Band, BandParams, envelope, judged_band, reference_band
 from alerts.changes import record_change
+from alerts.params import InvalidParams, resolved
 from alerts.silence import SILENT
 from alerts.triage import apply_mutes
 from alerts.models import Alert, AlertState, BandSample, ChangeKind, Rule, RuleKind, RuleProgress
@@ -42,7 +43,8 @@ def series_selected(rule, metric, component, layer) -> bool:
     metrics = rule.scope.get("metrics") or []
     if not any(fnmatchcase(metric, pattern) for pattern in metrics):
         return False
-    if not fnmatchcase(component, rule.scope.get("component", "*")):
+    pattern = rule.scope.get("component")
+    if not fnmatchcase(component, "*" if pattern is None else pattern):
         return False
     return rule.scope.get("layer") in (None, layer)
 
@@ -74,9 +76,10 @@ class Flags:
 
 def _threshold(rule, steps, values, info):
     kinds, _, span_start, _ = info
+    params = resolved(rule.kind, rule.params)
     flags = Flags(len(steps))
-    allowed = _phase_allowed(rule, kinds) & (steps - span_start >= rule.params.get("settle_steps", 0))
-    above, below = rule.params.get("above"), rule.params.get("below")
+    allowed = _phase_allowed(rule, kinds) & (steps - span_start >= params["settle_steps"])
+    above, below = params["above"], params["below"]
     with np.errstate(invalid="ignore"):
         if above is not None:
             hit = allowed & (values > above)
@@ -125,13 +128,14 @@ class _BandJudge:
 
     def __init__(self, rule, evaluator):
         self.rule = rule
-        self.params = BandParams.from_params(rule.params)
-        self.direction = rule.params.get("direction", "both")
-        self.settle = rule.params.get("settle_steps", 5)
-        self.restore_window = rule.params.get("restore_window", 50)
-        self.restore_tolerance = rule.params.get("restore_tolerance", 0.25)
+        params = resolved(rule.kind, rule.params)  # InvalidParams for a row stored before validation existed
+        self.params = BandParams.from_params(params)
+        self.direction = params["direction"]
+        self.settle = params["settle_steps"]
+        self.restore_window = params["restore_window"]
+        self.restore_tolerance = params["restore_tolerance"]
         self.keep = 5 * self.params.window
-        self.adapt_after = rule.params.get("adapt_after", 2 * self.params.window)
+        self.adapt_after = params["adapt_after"]
         self.evaluator = evaluator
 
     def __call__(self, progress, series, steps, values, info, attempt, restarts=None):
@@ -240,9 +244,9 @@ def _absence(rule, progress, steps, values, times, attempt):
 
 def _divergence(rule, progress, run, steps, values):
     """Validation metric rising over K evaluations in a row while the training metric keeps falling."""
-    k = rule.params.get("evaluations", 3)
-    min_rise = rule.params.get("min_rise", 0.01)
-    training = Series.objects.filter(run=run, metric=rule.params.get("training", "loss"), component="").first()
+    params = resolved(rule.kind, rule.params)
+    k, min_rise = params["evaluations"], params["min_rise"]
+    training = Series.objects.filter(run=run, metric=params["training"], component="").first()
     state = progress.state or {}
     evals = [tuple(e) for e in state.get("evals", [])]
     flags = Flags(len(steps), "relative rise of the validation metric")
@@ -540,7 +544,12 @@ def chart_band(series, rule, start=None, end=None, every=1):
     a few windows before `start` (so excursions kept out of the history are
     kept out here too, and restarts get their restore tolerance).
     """
-    judge = _BandJudge(rule, _ChartContext(series.run))
+    try:
+        judge = _BandJudge(rule, _ChartContext(series.run))
+    except InvalidParams:
+        # The rule judged nothing with these params (its page shows it broken): there is no band to draw.
+        empty = np.array([])
+        return empty.astype(np.int64), empty, empty, empty
     margin = 20 * judge.params.window
     steps, values, _ = read_points(series, None if start is None else max(0, start - margin), end)
     phases = PhaseIndex(series.run)

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from alerts.describe import KIND_PARAMS
 from alerts.governance import GOVERNANCE_FIELDS, SCOPE_KEYS, governance_errors
 from alerts.models import PermittedResponse, Rule, RuleKind
+from alerts.params import params_errors
 
 SCOPE_EXAMPLE = '{"metrics": ["loss"], "component": "", "phases": ["steady"], "runs": {"team": "pretrain"}}'
 PERSISTENCE_EXAMPLE = '{"points": 3, "resolve_points": 10}'
@@ -74,11 +75,24 @@ def _json_type(value):
     return "null"
 
 
+class ParamErrorsOnParamsField:
+    """Model validation names each params problem `params.<key>` (the API's path); a form has one params
+    field, so the message (which names the key) goes there. Mixed into the console's and the admin's forms."""
+
+    def add_error(self, field, error):
+        if field is None and isinstance(error, ValidationError) and hasattr(error, "error_dict"):
+            folded = {}
+            for key, errors in error.error_dict.items():
+                folded.setdefault("params" if key.startswith("params.") else key, []).extend(errors)
+            error = ValidationError(folded)
+        super().add_error(field, error)
+
+
 def _textarea(example, rows=4):
     return forms.Textarea(attrs={"rows": rows, "placeholder": example, "spellcheck": "false", "class": "mono"})
 
 
-class RuleForm(forms.Form):
+class RuleForm(ParamErrorsOnParamsField, forms.Form):
     name = forms.SlugField(
         max_length=100,
         help_text="Letters, digits, hyphens and underscores; unique in the project, e.g. loss-spike.",
@@ -166,6 +180,9 @@ class RuleForm(forms.Form):
         for field, message in errors.items():
             if field not in self.errors:  # malformed JSON or an invalid choice already says what is wrong
                 self.add_error(field, message)
+        if "params" not in self.errors and "kind" not in self.errors:
+            for message in params_errors(data.get("kind"), data.get("params")).values():
+                self.add_error("params", message)
         name, project = data.get("name"), data.get("project")
         if name and project and "name" not in self.errors:
             others = Rule.objects.filter(project=project, name=name)
@@ -182,7 +199,8 @@ class RuleForm(forms.Form):
         return rule
 
     def add_model_errors(self, exc: ValidationError):
-        """Put save_rule's (full_clean's) messages on their fields, the rest above the form."""
+        """Put save_rule's (full_clean's) messages on their fields (params.<key> on params), the rest above the form."""
         for field, messages in exc.message_dict.items():
+            field = "params" if field.startswith("params.") else field
             for message in messages:
                 self.add_error(field if field in self.fields else None, message)

@@ -7,6 +7,8 @@ diagnostic link and a permitted response.
 """
 import re
 
+from alerts.params import params_errors
+
 GOVERNANCE_FIELDS = ("owner", "scope", "persistence", "diagnostic_url", "permitted_response")
 
 KINDS = ("nonfinite", "threshold", "band", "absence", "event", "divergence")
@@ -30,12 +32,7 @@ def governance_errors(*, kind, owner, scope, persistence, diagnostic_url, permit
         errors["owner"] = "owner is required: a person or team with a contact, 'NAME <CONTACT>'"
     elif not OWNER_RE.match(owner):
         errors["owner"] = "owner needs a contact: write it as 'NAME <CONTACT>', e.g. 'Pretrain on-call <#pretrain-oncall>'"
-    if not isinstance(scope, dict) or not scope:
-        errors["scope"] = "scope is required: which runs, metrics or conditions, components, layer and phases the rule covers"
-    elif set(scope) - SCOPE_KEYS:
-        errors["scope"] = f"unknown scope keys {sorted(set(scope) - SCOPE_KEYS)}; allowed: {sorted(SCOPE_KEYS)}"
-    elif not (scope.get("metrics") or scope.get("conditions")):
-        errors["scope"] = "scope must name metrics or event conditions"
+    errors.update(_scope_errors(scope))
     errors.update(_persistence_errors(persistence))
     if not isinstance(diagnostic_url, str) or not diagnostic_url.strip():
         errors["diagnostic_url"] = "diagnostic_url is required: the runbook or dashboard to open first"
@@ -51,6 +48,31 @@ def governance_errors(*, kind, owner, scope, persistence, diagnostic_url, permit
             f"({', '.join(HARD_INVARIANT_KINDS)}), not on {kind!r}"
         )
     return errors
+
+
+def judging_errors(*, kind, scope, persistence, params) -> dict[str, str]:
+    """What evaluation reads from a rule, checked as saving checks it: a row stored before validation
+    existed (or written around it) with any of these wrong is recorded as broken, never judged."""
+    return {**_scope_errors(scope), **_persistence_errors(persistence), **params_errors(kind, params)}
+
+
+def _scope_errors(scope) -> dict[str, str]:
+    if not isinstance(scope, dict) or not scope:
+        return {"scope": "scope is required: which runs, metrics or conditions, components, layer and phases the rule covers"}
+    if set(scope) - SCOPE_KEYS:
+        return {"scope": f"unknown scope keys {sorted(map(str, set(scope) - SCOPE_KEYS))[:20]}; allowed: {sorted(SCOPE_KEYS)}"}
+    for key in ("metrics", "conditions", "phases"):
+        names = scope.get(key)
+        if names is not None and not (isinstance(names, list) and all(isinstance(n, str) and n for n in names)):
+            return {"scope": f"scope.{key} must be a list of names"}
+    for key in ("component", "layer"):
+        if scope.get(key) is not None and not isinstance(scope[key], str):
+            return {"scope": f"scope.{key} must be a string"}
+    if not isinstance(scope.get("runs", {}), dict):
+        return {"scope": "scope.runs must be an object of tags, {\"team\": \"pretrain\"}"}
+    if not (scope.get("metrics") or scope.get("conditions")):
+        return {"scope": "scope must name metrics or event conditions"}
+    return {}
 
 
 def _persistence_errors(persistence) -> dict[str, str]:

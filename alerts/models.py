@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from alerts import governance
+from alerts.params import params_errors
 
 
 class RuleKind(models.TextChoices):
@@ -70,6 +71,8 @@ class Rule(models.Model):
             diagnostic_url=self.diagnostic_url,
             permitted_response=self.permitted_response,
         )
+        # Each problem on `params.<key>`; forms fold these onto their params field (alerts/forms.py).
+        errors.update(params_errors(self.kind, self.params))
         if errors:
             raise ValidationError(errors)
 

@@ -10,11 +10,16 @@ from opsconsole.models import Membership, Role
 OWNER = "Pretrain on-call <#pretrain-oncall>"
 
 
+# Kinds whose params need a value to be valid (alerts/params.py): a plain example of each.
+EXAMPLE_PARAMS = {"threshold": {"above": 10.0}, "absence": {"missing_steps": 5}}
+
+
 def make_rule(project, name="grad-nonfinite", kind="nonfinite", scope=None, persistence=None, response="notify"):
     return save_rule(
         Rule(project=project, name=name, kind=kind, owner=OWNER, scope=scope or {"metrics": ["grad_norm"]},
              persistence=persistence or {"points": 1, "resolve_points": 3},
-             diagnostic_url=f"https://runbooks.example/{name}", permitted_response=response),
+             diagnostic_url=f"https://runbooks.example/{name}", permitted_response=response,
+             params=EXAMPLE_PARAMS.get(kind, {})),
         source="test",
     )
 
