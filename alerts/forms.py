@@ -13,6 +13,7 @@ from alerts.describe import KIND_PARAMS
 from alerts.governance import GOVERNANCE_FIELDS, SCOPE_KEYS, governance_errors
 from alerts.models import PermittedResponse, Rule, RuleKind
 from alerts.params import params_errors
+from alerts.rules import name_conflict
 
 SCOPE_EXAMPLE = '{"metrics": ["loss"], "component": "", "phases": ["steady"], "runs": {"team": "pretrain"}}'
 PERSISTENCE_EXAMPLE = '{"points": 3, "resolve_points": 10}'
@@ -183,13 +184,10 @@ class RuleForm(ParamErrorsOnParamsField, forms.Form):
         if "params" not in self.errors and "kind" not in self.errors:
             for message in params_errors(data.get("kind"), data.get("params")).values():
                 self.add_error("params", message)
-        name, project = data.get("name"), data.get("project")
-        if name and project and "name" not in self.errors:
-            others = Rule.objects.filter(project=project, name=name)
-            if self.instance is not None and self.instance.pk:
-                others = others.exclude(pk=self.instance.pk)
-            if others.exists():
-                self.add_error("name", f"project {project.slug} already has a rule named {name!r}")
+        if "name" not in self.errors:
+            conflict = name_conflict(data.get("project"), data.get("name"), self.instance)
+            if conflict:
+                self.add_error("name", conflict)
         return data
 
     def apply(self, rule: Rule) -> Rule:

@@ -3,6 +3,18 @@ from django.db import transaction
 
 from alerts.models import RevisionAction, Rule, RuleRevision
 
+EDIT_DENIED = "editing rules needs the rule admin role in this project"
+
+
+def name_conflict(project, name, rule=None) -> str | None:
+    """The message when the project already has another rule of this name (asked only of its rule admins)."""
+    if project is None or not name:
+        return None
+    others = Rule.objects.filter(project=project, name=name)
+    if rule is not None and rule.pk:
+        others = others.exclude(pk=rule.pk)
+    return f"project {project.slug} already has a rule named {name!r}" if others.exists() else None
+
 
 def _revision(rule, action, user, source):
     RuleRevision.objects.create(

@@ -1,13 +1,21 @@
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 
 from alerts.models import Rule
-from alerts.rules import save_rule
+from alerts.rules import EDIT_DENIED, name_conflict, save_rule
 from ingest.models import Project
+from opsconsole.permissions import can_edit_rules, visible_projects
+
+
+class VisibleProjectField(serializers.SlugRelatedField):
+    """A project the caller can see: any other slug "does not exist", so an outsider learns nothing of it."""
+
+    def get_queryset(self):
+        return visible_projects(self.context["request"].user)
 
 
 class RuleSerializer(serializers.ModelSerializer):
-    project = serializers.SlugRelatedField(slug_field="slug", queryset=Project.objects.all())
+    project = VisibleProjectField(slug_field="slug", queryset=Project.objects.all())
     # Declared explicitly so a missing or empty field is a 400 naming it, never a default.
     owner = serializers.CharField(allow_blank=True)
     scope = serializers.JSONField()
@@ -22,6 +30,22 @@ class RuleSerializer(serializers.ModelSerializer):
             "diagnostic_url", "permitted_response", "params", "enabled", "created_at", "updated_at",
         ]
         read_only_fields = ["id", "created_at", "updated_at"]
+        # The name's uniqueness is checked in validate(), once the caller is known to edit the project's rules.
+        validators = []
+
+    def validate_project(self, project):
+        # Before any other check: whether a name is taken is only for those who may edit the rules.
+        if not can_edit_rules(self.context["request"].user, project):
+            raise exceptions.PermissionDenied(EDIT_DENIED)
+        return project
+
+    def validate(self, attrs):
+        project = attrs.get("project", getattr(self.instance, "project", None))
+        name = attrs.get("name", getattr(self.instance, "name", None))
+        conflict = name_conflict(project, name, self.instance)
+        if conflict:
+            raise serializers.ValidationError({"name": conflict})
+        return attrs
 
     def _save(self, rule):
         try:

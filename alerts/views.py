@@ -1,8 +1,9 @@
 from django.db.models import ProtectedError
-from rest_framework import exceptions, status, viewsets
+from rest_framework import exceptions, permissions, status, viewsets
+from rest_framework.settings import api_settings
 
 from alerts.models import Rule
-from alerts.rules import delete_rule
+from alerts.rules import EDIT_DENIED, delete_rule
 from alerts.serializers import RuleSerializer
 from opsconsole.permissions import can_edit_rules, visible_projects
 
@@ -13,10 +14,25 @@ class RuleInUse(exceptions.APIException):
     default_code = "rule_in_use"
 
 
+class EditsNeedRuleAdmin(permissions.BasePermission):
+    """Changing a rule needs the rule admin role in its project, checked before the body is looked at."""
+
+    message = EDIT_DENIED
+
+    def has_object_permission(self, request, view, obj):
+        return request.method in permissions.SAFE_METHODS or can_edit_rules(request.user, obj.project)
+
+
 class RuleViewSet(viewsets.ModelViewSet):
-    """Alert rules: members read them; rule admins of the rule's project create, edit and delete."""
+    """Alert rules: members read them; rule admins of the rule's project create, edit and delete.
+
+    The project a rule is created in (or moved to) is checked as the body is
+    validated (RuleSerializer.validate_project): a project the caller cannot see
+    does not exist, one it may not edit is a 403, before a name's uniqueness.
+    """
 
     serializer_class = RuleSerializer
+    permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, EditsNeedRuleAdmin]
 
     def get_queryset(self):
         rules = Rule.objects.filter(project__in=visible_projects(self.request.user)).select_related("project")
@@ -24,22 +40,7 @@ class RuleViewSet(viewsets.ModelViewSet):
             rules = rules.filter(project__slug=self.request.query_params["project"])
         return rules
 
-    def _require_rule_admin(self, project):
-        if not can_edit_rules(self.request.user, project):
-            raise exceptions.PermissionDenied("editing rules needs the rule admin role in this project")
-
-    def perform_create(self, serializer):
-        self._require_rule_admin(serializer.validated_data["project"])
-        serializer.save()
-
-    def perform_update(self, serializer):
-        self._require_rule_admin(serializer.instance.project)
-        if "project" in serializer.validated_data:
-            self._require_rule_admin(serializer.validated_data["project"])
-        serializer.save()
-
     def perform_destroy(self, instance):
-        self._require_rule_admin(instance.project)
         try:
             delete_rule(instance, user=self.request.user, source="api")
         except ProtectedError:

@@ -15,11 +15,10 @@ from django.urls import reverse
 from alerts import describe
 from alerts.forms import RuleForm
 from alerts.models import Rule, RuleRevision
-from alerts.rules import delete_rule, save_rule
+from alerts.rules import EDIT_DENIED, delete_rule, save_rule
 from opsconsole.permissions import can_edit_rules, rule_admin_projects, visible_projects
 
 RECENT_ALERTS = 20
-EDIT_DENIED = "editing rules needs the rule admin role in this project"
 
 
 def _visible_rule(request, pk, rules=None):
