@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from alerts.forms import ParamErrorsOnParamsField
-from alerts.models import Mute, Rule, RuleRevision
+from alerts.models import Mute, Rule, RuleFault, RuleRevision
 from alerts.rules import delete_rule, save_rule
 
 
@@ -48,3 +48,17 @@ class MuteAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+
+@admin.register(RuleFault)
+class RuleFaultAdmin(admin.ModelAdmin):
+    """Read-only: evaluation records a rule's failures and recoveries (alerts/faults.py)."""
+
+    list_display = ["id", "rule", "kind", "run", "receipt", "at", "error"]
+    list_filter = ["kind"]
+    readonly_fields = [f.name for f in RuleFault._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -7,13 +7,18 @@ Points are judged in arrival order; each kind turns a series' new points into
 alerts.
 """
 import base64
+import logging
+from contextlib import contextmanager
 from fnmatch import fnmatchcase
 
 import numpy as np
+from django.db import InterfaceError, InternalError, OperationalError, transaction
 from django.utils import timezone
 
+from alerts import faults
 from alerts.bands import Band, BandParams, envelope, judged_band, reference_band
 from alerts.changes import record_change
+from alerts.governance import judging_errors
 from alerts.params import InvalidParams, resolved
 from alerts.silence import SILENT
 from alerts.triage import apply_mutes
@@ -32,6 +37,29 @@ DEFAULT_SKIPPED_PHASES = {"warmup", "eval", "checkpoint", "restart", "data_refre
 CAUSAL_ORDER = ["weight_norm", "act_norm", "act_max", "dead_fraction", "grad_norm", "update_ratio"]
 CAUSAL_RANK = {metric: rank for rank, metric in enumerate(CAUSAL_ORDER)}
 POINT_KINDS = (RuleKind.NONFINITE, RuleKind.THRESHOLD, RuleKind.BAND, RuleKind.ABSENCE, RuleKind.DIVERGENCE)
+# The database itself failing, not one rule: the whole batch is left for the sweep to evaluate again.
+NOT_A_RULES_FAULT = (OperationalError, InterfaceError, InternalError)
+
+log = logging.getLogger(__name__)
+
+
+class RuleFailed(Exception):
+    """A rule raised while judging a batch (the cause is chained): the batch is judged again without it."""
+
+    def __init__(self, rule):
+        super().__init__(f"rule {rule.pk} ({rule.name}) failed")
+        self.rule = rule
+
+
+@contextmanager
+def _blamed(rule):
+    """Whatever goes wrong inside is this rule's failure (unless the database itself is failing)."""
+    try:
+        yield
+    except (RuleFailed, *NOT_A_RULES_FAULT):
+        raise
+    except Exception as exc:
+        raise RuleFailed(rule) from exc
 
 
 def _run_selected(rule, run) -> bool:
@@ -272,10 +300,15 @@ def _divergence(rule, progress, run, steps, values):
 
 
 class _Evaluator:
-    def __init__(self, receipt, run, rules):
+    def __init__(self, receipt, run, rules, invalid=None):
         self.receipt = receipt
         self.run = run
         self.now = timezone.now()
+        # Rules whose stored settings do not validate: {rule pk: why}. Never judged; where one applies
+        # to this batch it goes in `faults` and is recorded once the batch is judged.
+        self.invalid = invalid or {}
+        self.faults = {}
+        self.judged = set()  # rules that judged some of this batch (to see one recover)
         self.phases = PhaseIndex(run)
         self.extended = set()  # alerts already given an "extended" row for this batch
         self.progress_rows = {
@@ -328,11 +361,12 @@ class _Evaluator:
         for (rule_pk, component), alert in list(self.open_alerts.items()):
             if alert.condition != SILENT:
                 continue
-            self.resolve(by_pk[rule_pk], component, self.receipt.min_step if self.receipt.min_step is not None else alert.last_step)
-            for key, progress in self.progress_rows.items():
-                if key[0] == rule_pk and progress.state:
-                    progress.state = {**progress.state, "last_time": None}
-                    self.touched.add(key)
+            with _blamed(by_pk[rule_pk]):
+                self.resolve(by_pk[rule_pk], component, self.receipt.min_step if self.receipt.min_step is not None else alert.last_step)
+                for key, progress in self.progress_rows.items():
+                    if key[0] == rule_pk and progress.state:
+                        progress.state = {**progress.state, "last_time": None}
+                        self.touched.add(key)
 
     def sample_band(self, rule, series, steps, band):
         """Keep the band at the last judged point of each rollup bucket (the newest attempt's wins)."""
@@ -410,21 +444,34 @@ class _Evaluator:
         jobs = []
         for index, block in enumerate(blocks):
             series = block.series
-            chosen = [r for r in rules if series_selected(r, series.metric, series.component, series.layer)]
+            chosen = [r for r in rules if self.selects(r, series)]
             if chosen:
                 steps, values, times = unpack(block.data)
                 if times is None:
                     times = np.full(len(steps), self.receipt.received_at.timestamp())
                 info = self.phases.of(steps)
                 for rule in chosen:
-                    progress = self.progress(rule, series.component, series.metric)
-                    flags = self.flags(rule, progress, series, steps, values, times, info, block.attempt)
-                    if flags.band is not None:
-                        self.sample_band(rule, series, steps, flags.band)
+                    if rule.pk in self.invalid:
+                        self.faults.setdefault(rule.pk, self.invalid[rule.pk])
+                        continue
+                    with _blamed(rule):
+                        progress = self.progress(rule, series.component, series.metric)
+                        flags = self.flags(rule, progress, series, steps, values, times, info, block.attempt)
+                        if flags.band is not None:
+                            self.sample_band(rule, series, steps, flags.band)
+                    self.judged.add(rule.pk)
                     jobs.append((rule, progress, series, steps, times, flags))
             if index + 1 == len(blocks) or blocks[index + 1].attempt != block.attempt:
                 self.persist_in_step_order(jobs)
                 jobs = []
+
+    def selects(self, rule, series) -> bool:
+        try:
+            return series_selected(rule, series.metric, series.component, series.layer)
+        except Exception as exc:
+            if rule.pk in self.invalid:
+                return True  # its scope is what is broken: recorded as such where it may apply
+            raise RuleFailed(rule) from exc
 
     def persist_in_step_order(self, jobs):
         """Persistence and alerts over every judged point of the batch, step by step (causes first within a
@@ -440,7 +487,12 @@ class _Evaluator:
         points = np.concatenate(keys)
         order = np.lexsort((points[:, 3], points[:, 2], points[:, 1], points[:, 0]))
         for _, _, j, i in points[order].tolist():
-            self.persist_point(*jobs[j], i)
+            try:  # inline, not _blamed(): this runs once per point and rule
+                self.persist_point(*jobs[j], i)
+            except NOT_A_RULES_FAULT:
+                raise
+            except Exception as exc:
+                raise RuleFailed(jobs[j][0]) from exc
 
     def attempt(self, number):
         if number not in self.attempt_starts:
@@ -460,7 +512,7 @@ class _Evaluator:
             if rule.pk not in self.band_judges:
                 self.band_judges[rule.pk] = _BandJudge(rule, self)
             return self.band_judges[rule.pk](progress, series, steps, values, info, self.attempt(attempt))
-        if rule.kind == RuleKind.ABSENCE:
+        if rule.kind == RuleKind.ABSENCE:  # its params were validated with the rule's (evaluate_rules)
             return _absence(rule, progress, steps, values, times, self.attempt(attempt))
         return _divergence(rule, progress, self.run, steps, values)
 
@@ -503,9 +555,61 @@ class _Evaluator:
 
 
 def evaluate_rules(receipt, run) -> bool:
-    """Judge the batch against the project's enabled rules; True when the run has an open alert after it."""
-    rules = [r for r in Rule.objects.filter(project_id=run.project_id, enabled=True) if _run_selected(r, run)]
-    evaluator = _Evaluator(receipt, run, rules)
+    """Judge the batch against the project's enabled rules; True when the run has an open alert after it.
+
+    Fault-isolated: a rule whose stored settings do not validate is not judged,
+    and a rule that raises has everything this batch did rolled back (a
+    savepoint) and the batch judged again without it; either is recorded
+    (alerts/faults.py) and the other rules' alerts fire as if it were not there.
+    Only the database failing fails the batch, for the sweep to retry.
+    """
+    rules, invalid = _rules_for(run)
+    failed = {}
+    while True:
+        try:
+            with transaction.atomic():
+                evaluator = _judge(receipt, run, [r for r in rules if r.pk not in failed], invalid)
+            break
+        except RuleFailed as exc:
+            cause = exc.__cause__
+            log.error("rule %s of project %s (id %s) failed on batch %s of run %s and is skipped for it",
+                      exc.rule.name, run.project_id, exc.rule.pk, receipt.pk, run.run_id,
+                      exc_info=(type(cause), cause, cause.__traceback__))
+            failed[exc.rule.pk] = faults.error_text(cause)
+    by_pk = {r.pk: r for r in rules}
+    for rule_pk, why in evaluator.faults.items():
+        log.warning("rule %s (id %s) not judged on batch %s of run %s: %s", by_pk[rule_pk].name, rule_pk, receipt.pk, run.run_id, why)
+    faults.record_failures(receipt, run, {by_pk[pk]: why for pk, why in {**evaluator.faults, **failed}.items()})
+    faults.record_recoveries(receipt, run, [by_pk[pk] for pk in evaluator.judged if pk not in failed])
+    return Alert.objects.filter(run=run).exclude(state=AlertState.RESOLVED).exists()
+
+
+def _rules_for(run):
+    """The project's enabled rules that cover the run, and {rule pk: why} for those evaluation cannot read."""
+    rules, invalid = [], {}
+    for rule in faults.with_last_fault(Rule.objects.filter(project_id=run.project_id, enabled=True)):
+        errors = judging_errors(kind=rule.kind, scope=rule.scope, persistence=rule.persistence, params=rule.params)
+        if errors:
+            invalid[rule.pk] = faults.invalid_text(errors)
+        try:
+            if not _run_selected(rule, run):
+                continue
+        except Exception:  # noqa: BLE001 - a broken scope; `invalid` says why
+            pass
+        rules.append(rule)
+    return rules, invalid
+
+
+def _conditions_of(rule):
+    """The event conditions a rule's scope names; None when its scope is too broken to say."""
+    try:
+        return set(rule.scope.get("conditions") or [])
+    except (AttributeError, TypeError):
+        return None
+
+
+def _judge(receipt, run, rules, invalid):
+    evaluator = _Evaluator(receipt, run, rules, invalid)
     evaluator.end_silences(rules)
     point_rules = [r for r in rules if r.kind in POINT_KINDS]
     if point_rules:
@@ -513,9 +617,18 @@ def evaluate_rules(receipt, run) -> bool:
         evaluator.save_progress()
         evaluator.save_band_samples()
     event_rules = [r for r in rules if r.kind == RuleKind.EVENT]
-    if event_rules:
-        evaluator.events(event_rules)
-    return Alert.objects.filter(run=run).exclude(state=AlertState.RESOLVED).exists()
+    conditions = set(Event.objects.filter(receipt=receipt).values_list("condition", flat=True)) if event_rules and receipt.events else set()
+    for rule in event_rules:
+        wanted = _conditions_of(rule)
+        if not conditions or (wanted is not None and not conditions & wanted):
+            continue  # no event of this batch is the rule's
+        if rule.pk in invalid:
+            evaluator.faults.setdefault(rule.pk, invalid[rule.pk])
+            continue
+        with _blamed(rule):  # one rule at a time, so one that raises is the one taken out
+            evaluator.events([rule])
+        evaluator.judged.add(rule.pk)
+    return evaluator
 
 
 class _ChartContext:

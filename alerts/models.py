@@ -295,3 +295,29 @@ class BandSample(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["rule", "series", "bucket"], name="band_sample_unique_bucket")]
+
+
+class RuleFaultKind(models.TextChoices):
+    FAILED = "failed"  # the rule raised, or its stored settings do not validate: not judged on this batch
+    RECOVERED = "recovered"  # the first batch it judged cleanly after failing
+
+
+class RuleFault(models.Model):
+    """A batch a rule could not judge (with the error), or the batch it judged cleanly again: its health is these rows.
+
+    Evaluation records them (alerts/evaluation.py, alerts/faults.py) and goes on
+    with the batch's other rules; the rules pages and the API show the rule as
+    broken, with the last error and the count, until it recovers.
+    """
+
+    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="faults")
+    kind = models.CharField(max_length=16, choices=RuleFaultKind.choices)
+    receipt = models.ForeignKey("ingest.BatchReceipt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    run = models.ForeignKey("ingest.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    error = models.TextField(blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+        # Latest failure and recovery, and the failure count, of each rule: what every rules page reads.
+        indexes = [models.Index(fields=["rule", "kind", "id"], name="rule_fault_latest")]

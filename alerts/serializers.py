@@ -1,6 +1,8 @@
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import exceptions, serializers
 
+from alerts import faults
 from alerts.models import Rule
 from alerts.rules import EDIT_DENIED, name_conflict, save_rule
 from ingest.models import Project
@@ -14,6 +16,14 @@ class VisibleProjectField(serializers.SlugRelatedField):
         return visible_projects(self.context["request"].user)
 
 
+class RuleHealthSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(["ok", "broken", "recovered"], help_text="broken: its latest evaluation failed")
+    failures = serializers.IntegerField(help_text="batches the rule could not judge, ever")
+    last_error = serializers.CharField(allow_null=True)
+    last_failed_at = serializers.DateTimeField(allow_null=True)
+    recovered_at = serializers.DateTimeField(allow_null=True)
+
+
 class RuleSerializer(serializers.ModelSerializer):
     project = VisibleProjectField(slug_field="slug", queryset=Project.objects.all())
     # Declared explicitly so a missing or empty field is a 400 naming it, never a default.
@@ -22,16 +32,21 @@ class RuleSerializer(serializers.ModelSerializer):
     persistence = serializers.JSONField()
     diagnostic_url = serializers.CharField(allow_blank=True)
     permitted_response = serializers.CharField(allow_blank=True)
+    health = serializers.SerializerMethodField()
 
     class Meta:
         model = Rule
         fields = [
             "id", "project", "name", "kind", "description", "owner", "scope", "persistence",
-            "diagnostic_url", "permitted_response", "params", "enabled", "created_at", "updated_at",
+            "diagnostic_url", "permitted_response", "params", "enabled", "health", "created_at", "updated_at",
         ]
         read_only_fields = ["id", "created_at", "updated_at"]
         # The name's uniqueness is checked in validate(), once the caller is known to edit the project's rules.
         validators = []
+
+    @extend_schema_field(RuleHealthSerializer)
+    def get_health(self, rule):
+        return RuleHealthSerializer(faults.health(rule)).data
 
     def validate_project(self, project):
         # Before any other check: whether a name is taken is only for those who may edit the rules.

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from alerts.changes import record_change
+from alerts.governance import judging_errors
 from alerts.models import Alert, AlertState, ChangeKind, Rule, RuleKind
 from alerts.triage import apply_mutes
 from ingest.models import Run, RunStatus
@@ -23,7 +24,9 @@ def alert_silent_runs(now=None) -> int:
     now = now or timezone.now()
     fired = 0
     for rule in Rule.objects.filter(kind=RuleKind.ABSENCE, enabled=True).select_related("project"):
-        seconds = (rule.params or {}).get("seconds")
+        if judging_errors(kind=rule.kind, scope=rule.scope, persistence=rule.persistence, params=rule.params):
+            continue  # stored before validation existed: its batches record it as broken; the others still sweep
+        seconds = rule.params.get("seconds")
         if not seconds:
             continue
         wanted = rule.scope.get("runs") or {}

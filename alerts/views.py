@@ -2,6 +2,7 @@ from django.db.models import ProtectedError
 from rest_framework import exceptions, permissions, status, viewsets
 from rest_framework.settings import api_settings
 
+from alerts import faults
 from alerts.models import Rule
 from alerts.rules import EDIT_DENIED, delete_rule
 from alerts.serializers import RuleSerializer
@@ -38,7 +39,7 @@ class RuleViewSet(viewsets.ModelViewSet):
         rules = Rule.objects.filter(project__in=visible_projects(self.request.user)).select_related("project")
         if self.request.query_params.get("project"):
             rules = rules.filter(project__slug=self.request.query_params["project"])
-        return rules
+        return faults.with_health(rules)
 
     def perform_destroy(self, instance):
         try:

@@ -12,7 +12,7 @@ from django.db.models import ProtectedError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from alerts import describe
+from alerts import describe, faults
 from alerts.forms import RuleForm
 from alerts.models import Rule, RuleRevision
 from alerts.rules import EDIT_DENIED, delete_rule, save_rule
@@ -33,17 +33,22 @@ def _editable_rule(request, pk):
     return rule
 
 
+def _with_stats(rules):
+    return faults.with_health(describe.with_stats(rules))
+
+
 def _add_stats(rules):
     mutes = describe.mute_counts([rule.pk for rule in rules])
     for rule in rules:
         rule.false_alarm_rate = describe.false_alarm_rate(rule.false_alarm_count, rule.verdict_count)
         rule.mute_count = mutes.get(rule.pk, 0)
+        rule.health = faults.health(rule)
 
 
 @login_required
 def rule_list(request):
     projects = list(visible_projects(request.user).order_by("slug"))
-    rules = describe.with_stats(Rule.objects.filter(project__in=projects).select_related("project"))
+    rules = _with_stats(Rule.objects.filter(project__in=projects).select_related("project"))
     selected = request.GET.get("project") or ""
     if selected:
         rules = rules.filter(project__slug=selected)
@@ -59,7 +64,7 @@ def rule_list(request):
 
 @login_required
 def rule_detail(request, pk):
-    rule = _visible_rule(request, pk, describe.with_stats(Rule.objects.all()))
+    rule = _visible_rule(request, pk, _with_stats(Rule.objects.all()))
     _add_stats([rule])
     alerts = list(rule.alerts.select_related("run").order_by("-fired_at", "-id")[:RECENT_ALERTS])
     for alert in alerts:
@@ -80,6 +85,8 @@ def rule_detail(request, pk):
         "alerts": alerts,
         "last_alert": last_alert,
         "history": describe.revision_history(revisions),
+        "health": rule.health,
+        "faults": faults.recent(rule),
     })
 
 
