@@ -13,6 +13,7 @@ from fnmatch import fnmatchcase
 
 import numpy as np
 from django.db import InterfaceError, InternalError, OperationalError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from alerts import faults
@@ -23,7 +24,7 @@ from alerts.params import InvalidParams, resolved
 from alerts.silence import SILENT
 from alerts.triage import apply_mutes
 from alerts.models import Alert, AlertState, BandSample, ChangeKind, Rule, RuleKind, RuleProgress
-from ingest.models import ROLLUP_WIDTH, Attempt, Block, Event, Run, Series
+from ingest.models import ROLLUP_WIDTH, Attempt, Block, Event, EventSource, Run, Series
 from ingest.phases import PhaseIndex
 from ingest.storage import db_float, read_points, unpack
 
@@ -544,14 +545,43 @@ class _Evaluator:
     def events(self, rules):
         for event in Event.objects.filter(receipt=self.receipt).order_by("step", "id"):
             for rule in rules:
-                conditions = rule.scope.get("conditions") or []
-                if event.condition not in conditions or not fnmatchcase(event.component, rule.scope.get("component", "*")):
+                if not _event_counts(rule, event):
                     continue
                 magnitude = np.nan if event.magnitude is None else event.magnitude
-                if not magnitude >= rule.params.get("min_magnitude", -np.inf):
-                    continue
                 self.fire_or_extend(rule, event.component, "", event.condition, event.step, event.step,
                                     float(magnitude) if np.isfinite(magnitude) else None, "event magnitude")
+        self.end_events(rules)
+
+    def end_events(self, rules):
+        """Events that ended (Alertmanager's resolved notifications): an alert ends when none of its events is
+        still open. Job-reported events are instants, never open; so are events no rule counts.
+
+        The events this batch ended, and this batch's own events that have ended already (its resolved
+        notification was evaluated first), so the order batches are evaluated in cannot leave an alert open.
+        """
+        ended = Event.objects.filter(Q(ended_by=self.receipt) | Q(receipt=self.receipt, ended_at__isnull=False))
+        ended = list(ended.order_by("step", "id"))
+        if not ended:
+            return
+        still_open = list(Event.objects.filter(run=self.run, source=EventSource.ALERTMANAGER, ended_at__isnull=True,
+                                               component__in={e.component for e in ended}))
+        for event in ended:
+            for rule in rules:
+                if (rule.pk, event.component) not in self.open_alerts or not _event_counts(rule, event):
+                    continue
+                if any(e.component == event.component and _event_counts(rule, e) for e in still_open):
+                    continue
+                self.resolve(rule, event.component, max(event.step, self.receipt.max_step or 0))
+
+
+def _event_counts(rule, event) -> bool:
+    """Whether an event rule takes this event: its condition and component are in scope, its magnitude high enough."""
+    if event.condition not in (rule.scope.get("conditions") or []):
+        return False
+    if not fnmatchcase(event.component, rule.scope.get("component", "*")):
+        return False
+    magnitude = np.nan if event.magnitude is None else event.magnitude
+    return bool(magnitude >= rule.params.get("min_magnitude", -np.inf))
 
 
 def evaluate_rules(receipt, run) -> bool:
@@ -617,7 +647,9 @@ def _judge(receipt, run, rules, invalid):
         evaluator.save_progress()
         evaluator.save_band_samples()
     event_rules = [r for r in rules if r.kind == RuleKind.EVENT]
-    conditions = set(Event.objects.filter(receipt=receipt).values_list("condition", flat=True)) if event_rules and receipt.events else set()
+    # The batch's own events, and those it ended (an Alertmanager resolved notification brings no new event).
+    concerned = Event.objects.filter(Q(receipt=receipt) | Q(ended_by=receipt))
+    conditions = set(concerned.values_list("condition", flat=True)) if event_rules else set()
     for rule in event_rules:
         wanted = _conditions_of(rule)
         if not conditions or (wanted is not None and not conditions & wanted):

@@ -29,6 +29,16 @@ class Project(models.Model):
     def __str__(self):
         return self.slug
 
+    @property
+    def catch_all_run_id(self) -> str:
+        """The run that takes this project's Alertmanager alerts without a usable `run` label."""
+        return f"{self.slug}{CATCH_ALL_SUFFIX}"
+
+
+# Run ids end in this only as a project's catch-all: reserved for the project whose slug comes before it
+# (ingest/service.py), so no other project can take the name first.
+CATCH_ALL_SUFFIX = "/unassigned"
+
 
 TOKEN_PREFIX = "wl_"
 
@@ -267,12 +277,17 @@ class Event(models.Model):
     time = models.FloatField()
     detail = models.JSONField(null=True, blank=True)
     receipt = models.ForeignKey(BatchReceipt, on_delete=models.CASCADE)
-    # Alertmanager alerts: its fingerprint, and when a resolved notification closed it.
+    # Alertmanager alerts: its fingerprint, and when a resolved notification ended it (Unix seconds) with
+    # the receipt of that notification, which evaluation reads to end the alerts the event held open.
+    # Job-reported events are instants: they never end.
     fingerprint = models.CharField(max_length=64, blank=True, default="")
     ended_at = models.FloatField(null=True, blank=True)
+    ended_by = models.ForeignKey(BatchReceipt, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="ended_events", db_index=False)
 
     class Meta:
         indexes = [
             models.Index(fields=["run", "step"]),
             models.Index(fields=["run", "fingerprint"], condition=~Q(fingerprint=""), name="event_fingerprint"),
+            models.Index(fields=["ended_by"], condition=Q(ended_by__isnull=False), name="event_ended_by"),
         ]

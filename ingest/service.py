@@ -9,6 +9,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from ingest.contract import Batch, layer_for_metric, phase_kind
+from ingest.models import CATCH_ALL_SUFFIX
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
 from ingest.storage import BlockWriter, db_float, stored_steps
 
@@ -102,6 +103,10 @@ def locked_run(project, batch: Batch, now) -> Run:
     all writers anyway.
     """
     run_id = batch.run_id
+    if run_id.endswith(CATCH_ALL_SUFFIX) and run_id != project.catch_all_run_id:
+        # Another project's catch-all (or one of a project not created yet): taking it first would
+        # lock that project's Alertmanager alerts out of their own run.
+        raise RunOfAnotherProject(run_id)
     if connection.vendor == "postgresql":
         # Keyed by the id's hash, so the lock comes before the run's row is even read:
         # concurrent first batches of a new run queue here instead of racing to create it.

@@ -148,7 +148,7 @@ class EventsView(APIView):
         responses=OpenApiTypes.OBJECT,
     )
     def get(self, request, run_id):
-        """Job-reported health events of a run, in step order."""
+        """Health events of a run in step order: reported by the job, or Alertmanager alerts (with when they ended)."""
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
         events = Event.objects.filter(run=run).order_by("step", "id")
         start, end = _step_param(request, "start"), _step_param(request, "end")
@@ -170,6 +170,9 @@ class EventsView(APIView):
                         "time": e.time,
                         "detail": e.detail,
                         "attempt": e.attempt,
+                        "source": e.source,
+                        "fingerprint": e.fingerprint or None,
+                        "ended_at": e.ended_at,
                     }
                     for e in events[:10000]
                 ],
