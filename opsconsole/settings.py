@@ -116,6 +116,8 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
+# Files a browser asks for at the site's root (favicon.ico), served offline like the rest.
+WHITENOISE_ROOT = BASE_DIR / "static" / "root"
 WHITENOISE_AUTOREFRESH = DEBUG
 
 # The ingest view enforces the contract's 4 MiB limit itself (413 with a clear
