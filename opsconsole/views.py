@@ -4,6 +4,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import Resolver404, resolve
 from django.views import defaults
 
+from alerts import describe
 from opsconsole.permissions import visible_runs
 from opsconsole.run_page import run_page
 from opsconsole.runs_list import runs_list
@@ -28,7 +29,14 @@ def runbook(request, name):
     page = RUNBOOKS.get(name)
     if page is None:
         raise Http404(f"no runbook named {name!r}")
-    return render(request, "console/runbook.html", {"name": name, "page": page})
+    rule = page["rule"]
+    return render(request, "console/runbook.html", {
+        "name": name, "page": page,
+        "kind_words": describe.kind_words(rule["kind"], rule.get("params")),
+        "scope_rows": describe.scope_rows(rule["scope"], rule["kind"]),
+        "persistence_words": describe.persistence_words(rule["persistence"]),
+        "param_rows": describe.param_rows(rule.get("params")),
+    })
 
 
 # --- error responses -------------------------------------------------------------
