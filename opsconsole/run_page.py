@@ -4,7 +4,8 @@ from collections import defaultdict
 from datetime import datetime, timezone
 
 from alerts.alert_views import alert_as_dict
-from alerts.models import Alert, AlertState
+from alerts.models import Alert, AlertState, Rule
+from alerts.starter import console_link
 from ingest.models import Layer, Series
 from ingest.phases import phase_spans
 from ingest.serializers import AttemptSerializer
@@ -103,6 +104,8 @@ def run_page(run) -> dict:
         "attempts": AttemptSerializer(run.attempts.all(), many=True).data,
         "alerts": [alert_as_dict(a) for a in alerts],
         "headline": headline,
+        # Where each of the project's rules links, as the page opens it (a live alert's row links the same way).
+        "links": {pk: console_link(url) for pk, url in Rule.objects.filter(project_id=run.project_id).values_list("pk", "diagnostic_url")},
     }
     return {
         "run": run,

@@ -218,7 +218,7 @@
     row.dataset.alertId = a.id;
     const state = document.createElement("td"); state.innerHTML = pill; row.appendChild(state);
     const rule = document.createElement("td"); const link = document.createElement("a");
-    link.href = a.rule.diagnostic_url; link.target = "_blank"; link.rel = "noopener"; link.textContent = a.rule.name; rule.appendChild(link); row.appendChild(rule);
+    link.href = data.links[a.rule.id] || a.rule.diagnostic_url; link.target = "_blank"; link.rel = "noopener"; link.textContent = a.rule.name; rule.appendChild(link); row.appendChild(rule);
     row.appendChild(cell(a.component || "(run)"));
     row.appendChild(cell(a.metric || a.condition || ""));
     row.appendChild(cell(a.step, "num"));
