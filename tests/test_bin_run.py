@@ -194,14 +194,10 @@ def test_a_port_in_use_is_refused_before_anything_is_set_up(tmp_path):
 
 def test_a_server_that_dies_on_start_is_reported_not_announced(console, tmp_path):
     # The server fails as a broken install would; everything before it (migrate, bootstrap) runs for real.
-    inject = tmp_path / "inject"
-    inject.mkdir()
-    (inject / "sitecustomize.py").write_text(
-        "import os, sys\n"
-        "if os.path.basename(sys.argv[0]) == 'uvicorn':\n"
-        "    sys.exit('injected: the server cannot start')\n"
-    )
-    run = BinRun(copy_of(console.var, tmp_path / "var"), free_port(), PYTHONPATH=str(inject))
+    inject = tmp_path / "inject" / "uvicorn"
+    inject.mkdir(parents=True)
+    (inject / "__init__.py").write_text("raise ImportError('injected: the server cannot start')\n")
+    run = BinRun(copy_of(console.var, tmp_path / "var"), free_port(), PYTHONPATH=str(inject.parent))
     try:
         status = run.finish(timeout=60)
     finally:
@@ -225,3 +221,22 @@ def test_a_restart_on_another_port_keeps_logins_and_its_runbook_links_work(conso
         assert 'href="/runbooks/loss-spike/"' in page and get(moved.url + "/runbooks/loss-spike/")[0] == 200
     finally:
         moved.stop()
+
+
+def test_two_consoles_started_at_once_on_one_port_announce_one(console, tmp_path):
+    # Both find the port free at first; only the one whose server holds it may announce it.
+    port = free_port()
+    runs = [BinRun(copy_of(console.var, tmp_path / f"var{i}"), port) for i in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all("Console: " in run.output or run.process.poll() is not None for run in runs):
+            time.sleep(0.2)
+        time.sleep(1)  # a late announcement would show by now
+        statuses = [run.process.poll() for run in runs]
+    finally:
+        for run in runs:
+            run.stop()
+    announced = [run for run in runs if "Console: " in run.output]
+    assert len(announced) == 1, [run.output for run in runs]
+    refused = runs[1 - runs.index(announced[0])]
+    assert statuses[runs.index(refused)] not in (0, None) and "cannot serve" in refused.output
