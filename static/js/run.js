@@ -2,9 +2,9 @@
  *
  * Each chart shows the bucket's last value as the line, the min–max of each
  * bucket as a light envelope (so a one-step spike is never hidden), the
- * phase-aware band the rules check, non-finite buckets as red crosses, phase
+ * phase-aware band the rules check, non-finite buckets as red crosses along the bottom, phase
  * spans shaded across every chart, restarts as dashed lines and alerts as red
- * markers at their first step. Zooming any chart refetches finer data for all
+ * markers at the top at their first step. Zooming any chart refetches finer data for all
  * of them; charts below the fold are drawn when scrolled into view.
  */
 (function () {
@@ -69,7 +69,8 @@
              hovertemplate: "step %{x}<br>" + chart.metric + " %{y:.5g}<extra></extra>" });
     const bad = body.step.filter((_, i) => body.nonfinite[i] > 0);
     if (bad.length) {
-      t.push({ x: bad, y: bad.map(() => 1), yaxis: "y2", mode: "markers", marker: { symbol: "x", color: "#dc2626", size: 9 },
+      // Along the bottom edge: the alert a NaN raises is marked at the top of the same step, and neither hides the other.
+      t.push({ x: bad, y: bad.map(() => 0.04), yaxis: "y2", mode: "markers", cliponaxis: false, marker: { symbol: "x", color: "#dc2626", size: 9 },
                name: "non-finite", text: body.step.map((s, i) => body.nonfinite[i]).filter((n) => n > 0),
                hovertemplate: "step ≤ %{x}: %{text} non-finite<extra></extra>" });
     }
