@@ -50,13 +50,31 @@
     return out;
   }
 
+  function bandShape(band) {
+    // One closed shape per stretch of band: upper edge forwards, lower edge back. The API breaks the band
+    // (nulls) at every restart and where history is missing; Plotly's "tonexty" fill would join the stretches
+    // across such a gap into wedges, "toself" closes each one on itself.
+    const x = [], y = [];
+    let stretch = [];
+    const close = () => {
+      if (!stretch.length) return;
+      for (const i of stretch) { x.push(band.step[i]); y.push(band.upper[i]); }
+      for (let k = stretch.length - 1; k >= 0; k--) { x.push(band.step[stretch[k]]); y.push(band.lower[stretch[k]]); }
+      x.push(null); y.push(null);
+      stretch = [];
+    };
+    band.step.forEach((_, i) => { if (band.lower[i] === null || band.upper[i] === null) close(); else stretch.push(i); });
+    close();
+    return { x, y };
+  }
+
   function traces(chart, body) {
     const t = [];
     const band = body.band;
     if (band && band.step.length) {
-      t.push({ x: band.step, y: band.lower, mode: "lines", line: { width: 0 }, hoverinfo: "skip", showlegend: false, connectgaps: false });
-      t.push({ x: band.step, y: band.upper, mode: "lines", line: { width: 0 }, fill: "tonexty", fillcolor: "rgba(34,197,94,0.18)",
-               name: "band", hovertemplate: "band upper %{y:.4g}<extra></extra>", connectgaps: false });
+      const shape = bandShape(band);
+      t.push({ x: shape.x, y: shape.y, mode: "lines", line: { width: 0 }, fill: "toself", fillcolor: "rgba(34,197,94,0.18)",
+               name: "band", hoveron: "points", hovertemplate: "band edge %{y:.4g}<extra></extra>" });
       t.push({ x: band.step, y: band.centre, mode: "lines", line: { width: 1, dash: "dot", color: "rgba(21,128,61,0.7)" },
                name: "band centre", hoverinfo: "skip", connectgaps: false });
     }
@@ -135,10 +153,15 @@
       if (chart.component) params.set("component", chart.component);
       const response = await fetch(runPath.replace(/series\/$/, "points/") + "?" + params.toString(), { credentials: "same-origin" });
       if (!response.ok) continue;
-      const earlier = (await response.json()).points.filter((p) => p.attempt < a.number);
-      if (!earlier.length) continue;
-      out.push({ x: earlier.map((p) => p.step), y: earlier.map((p) => num(p.value)), mode: "lines", name: "attempt " + earlier[0].attempt + " (re-sent by " + a.number + ")",
-                 line: { width: 1, color: "rgba(107,114,128,0.75)", dash: "dot" }, hovertemplate: "earlier attempt, step %{x}: %{y:.5g}<extra></extra>" });
+      // One line per earlier attempt: a range re-sent twice holds two of them, and one line through both would zigzag.
+      const byAttempt = new Map();
+      for (const p of (await response.json()).points) {
+        if (p.attempt < a.number) { if (!byAttempt.has(p.attempt)) byAttempt.set(p.attempt, []); byAttempt.get(p.attempt).push(p); }
+      }
+      for (const [attempt, earlier] of byAttempt) {
+        out.push({ x: earlier.map((p) => p.step), y: earlier.map((p) => num(p.value)), mode: "lines", name: "attempt " + attempt + " (re-sent by " + a.number + ")",
+                   line: { width: 1, color: "rgba(107,114,128,0.75)", dash: "dot" }, hovertemplate: "earlier attempt, step %{x}: %{y:.5g}<extra></extra>" });
+      }
     }
     chart.replaced = out;
     return out;
