@@ -5,8 +5,11 @@ runs); the figures on the held-out half are in the README. The owner is the
 project's on-call owner (`issue_token --owner`); each rule's diagnostic link is
 its runbook page on this console (`/runbooks/<rule name>/`).
 """
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from alerts.models import Rule
@@ -203,6 +206,27 @@ RUNBOOKS = {rule["name"]: rule["runbook"] | {"rule": rule} for rule in STARTER_R
 
 def runbook_url(name: str) -> str:
     return f"{settings.CONSOLE_URL}/runbooks/{name}/"
+
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def console_link(url: str) -> str:
+    """A diagnostic link as the console's pages open it: a link to one of its own runbook pages becomes a path here.
+
+    Starter rules store an absolute link (governance wants an http(s) URL) made
+    from CONSOLE_URL when the project was created. When the console has moved
+    since (another port: `WL_PORT=8811 bin/run` after a first start on 8000),
+    that origin is stale but the page is still served here. A loopback origin
+    can only ever have meant this machine's console; other links stay as stored.
+    """
+    parts = urlsplit(url)
+    name = parts.path.removeprefix("/runbooks/").removesuffix("/")
+    if parts.path != f"/runbooks/{name}/" or name not in RUNBOOKS or parts.query or parts.fragment:
+        return url
+    if f"{parts.scheme}://{parts.netloc}" == settings.CONSOLE_URL or parts.hostname in LOOPBACK_HOSTS:
+        return reverse("console:runbook", args=[name])
+    return url
 
 
 def install_starter_pack(project: Project, *, user=None) -> list[Rule]:

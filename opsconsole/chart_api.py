@@ -11,7 +11,7 @@ from alerts.bands import BandParams, series_band
 from alerts.evaluation import series_selected, chart_band
 from alerts.models import BandSample, Rule, RuleKind
 from ingest.downsample import series_buckets
-from ingest.models import Series
+from ingest.models import Attempt, Block, Series
 from ingest.views import _step_param, series_params, wire_value
 from opsconsole.permissions import visible_runs
 
@@ -44,6 +44,34 @@ def stored_band(series, rule, start, end, buckets):
     steps, centre, lower, upper = zip(*rows)
     as_float = lambda col: np.array([np.nan if v is None else v for v in col], dtype=float)  # noqa: E731
     return np.array(steps, dtype=np.int64), as_float(centre), as_float(lower), as_float(upper)
+
+
+def current_band(series, steps, centre, lower, upper):
+    """The band as the run's current attempt stands, in step order, broken at every change of attempt.
+
+    A rewound run keeps the abandoned attempt's points past where the current
+    attempt has reached (the chart still draws them); the band there was judged
+    against that attempt's history, not the current one's, so it is left out.
+    Where the attempt changes, the band starts again (another history, the
+    restore check): an entry of nulls between the two keeps a chart from
+    joining them into one shape.
+    """
+    if not len(steps):
+        return steps, centre, lower, upper
+    owner = np.zeros(len(steps), dtype=np.int64)  # the attempt whose point a band sample stands on
+    blocks = Block.objects.filter(series=series, last_step__gte=int(steps[0]), first_step__lte=int(steps[-1]))
+    for attempt, first, last in blocks.order_by("attempt").values_list("attempt", "first_step", "last_step"):
+        owner[np.searchsorted(steps, first, "left"):np.searchsorted(steps, last, "right")] = attempt
+    # An attempt's points are history until a later attempt resumes at or before them.
+    resumed, superseded_from = np.inf, {}
+    for number, start in Attempt.objects.filter(run_id=series.run_id).order_by("-number").values_list("number", "start_step"):
+        superseded_from[number] = resumed
+        if start is not None:
+            resumed = min(resumed, start)
+    keep = steps < np.array([superseded_from.get(a, np.inf) for a in owner.tolist()])
+    steps, owner, centre, lower, upper = (a[keep] for a in (steps, owner, centre, lower, upper))
+    breaks = np.flatnonzero(owner[1:] != owner[:-1]) + 1
+    return (np.insert(steps, breaks, steps[breaks]), *(np.insert(a, breaks, np.nan) for a in (centre, lower, upper)))
 
 
 class SeriesChartView(APIView):
@@ -92,6 +120,7 @@ class SeriesChartView(APIView):
                 steps, centre, lower, upper = chart_band(series, rule, start, end, every=every)
             else:
                 steps, centre, lower, upper = series_band(series, start, end, BandParams(), every=every)
+            steps, centre, lower, upper = current_band(series, steps, centre, lower, upper)
             body["band"] = {
                 "rule": rule.name if rule else None,
                 "step": steps.tolist(),

@@ -1,8 +1,11 @@
 """What the run page shows, gathered in one place (the view stays a few lines)."""
+import json
 from collections import defaultdict
+from datetime import datetime, timezone
 
 from alerts.alert_views import alert_as_dict
-from alerts.models import Alert, AlertState
+from alerts.models import Alert, AlertState, Rule
+from alerts.starter import console_link
 from ingest.models import Layer, Series
 from ingest.phases import phase_spans
 from ingest.serializers import AttemptSerializer
@@ -17,6 +20,42 @@ LAYER_HINT = {
 }
 # The headline chart: the first of these the run sends.
 HEADLINE_METRICS = ["loss", "train_loss", "val_loss"]
+
+
+def _quantity(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{value:,}" if isinstance(value, (int, float)) else str(value)
+
+
+def budget_words(budget) -> str:
+    """{"steps": 19560, "gpu_hours": 12.5, "deadline": …} as '19,560 steps · 12.5 GPU hours · deadline 2026-12-01 12:00 UTC'."""
+    if not isinstance(budget, dict) or not budget:
+        return "—"
+    parts = []
+    if budget.get("steps") is not None:
+        parts.append(f"{_quantity(budget['steps'])} steps")
+    if budget.get("gpu_hours") is not None:
+        parts.append(f"{_quantity(budget['gpu_hours'])} GPU hours")
+    if budget.get("deadline"):
+        try:
+            when = datetime.fromisoformat(budget["deadline"]).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        except (TypeError, ValueError):
+            when = str(budget["deadline"])
+        parts.append(f"deadline {when}")
+    parts += [f"{key} {identity_text(value)}" for key, value in budget.items() if key not in ("steps", "gpu_hours", "deadline")]
+    return " · ".join(parts)
+
+
+def identity_text(value, field=None) -> str:
+    """An identity value as text: a budget in words, strings as they are, anything structured as JSON."""
+    if field == "budget":
+        return budget_words(value)
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 def first_trouble(alerts):
@@ -65,6 +104,8 @@ def run_page(run) -> dict:
         "attempts": AttemptSerializer(run.attempts.all(), many=True).data,
         "alerts": [alert_as_dict(a) for a in alerts],
         "headline": headline,
+        # Where each of the project's rules links, as the page opens it (a live alert's row links the same way).
+        "links": {pk: console_link(url) for pk, url in Rule.objects.filter(project_id=run.project_id).values_list("pk", "diagnostic_url")},
     }
     return {
         "run": run,
@@ -72,7 +113,13 @@ def run_page(run) -> dict:
         "open_alerts": [a for a in alerts if a.state != AlertState.RESOLVED],
         "layers": layers,
         "ranking": ranking[:10],
-        "identity_changes": list(run.identity_changes.order_by("id")),
+        "budget": budget_words(run.budget) if run.budget else None,
+        "config_json": json.dumps(run.config, indent=2, ensure_ascii=False) if run.config else None,
+        "identity_changes": [
+            {"field": c.field, "old": identity_text(c.old, c.field), "new": identity_text(c.new, c.field), "step": c.step,
+             "changed_at": c.changed_at}
+            for c in run.identity_changes.order_by("id")
+        ],
         "attempts": list(run.attempts.order_by("number")),
         "chart": chart,
     }

@@ -116,6 +116,8 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
+# Files a browser asks for at the site's root (favicon.ico), served offline like the rest.
+WHITENOISE_ROOT = BASE_DIR / "static" / "root"
 WHITENOISE_AUTOREFRESH = DEBUG
 
 # The ingest view enforces the contract's 4 MiB limit itself (413 with a clear
@@ -184,8 +186,13 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # Eager mode logs every task at INFO; that is noise in the web process.
-    "loggers": {"celery": {"level": "WARNING"}},
+    "loggers": {
+        # Eager mode logs every task at INFO; that is noise in the web process.
+        "celery": {"level": "WARNING"},
+        # Django's defaults give "django" its own console handler in debug; it also
+        # propagates to the root's, so every 4xx would be written twice.
+        "django": {"handlers": [], "level": "INFO"},
+    },
 }
 
 if not DEBUG:

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.decorators.common import no_append_slash
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
@@ -33,6 +34,10 @@ api_v1 = [
     path("inbox/", triage_views.InboxView.as_view(), name="inbox"),
     *router.urls,
 ]
+# An API path missing its slash gets a JSON 404 naming the right one, never a redirect
+# (a redirected POST loses its body; under DEBUG Django answers it with a 500).
+for _route in api_v1:
+    _route.callback = no_append_slash(_route.callback)
 
 urlpatterns = [
     path("api/v1/", include((api_v1, "api"), namespace="api")),
@@ -42,3 +47,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("opsconsole.console_urls")),
 ]
+
+handler400 = "opsconsole.views.bad_request"
+handler403 = "opsconsole.views.permission_denied"
+handler404 = "opsconsole.views.not_found"
+handler500 = "opsconsole.views.server_error"

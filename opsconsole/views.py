@@ -1,7 +1,10 @@
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import Resolver404, resolve
+from django.views import defaults
 
+from alerts import describe
 from opsconsole.permissions import visible_runs
 from opsconsole.run_page import run_page
 from opsconsole.runs_list import runs_list
@@ -26,4 +29,59 @@ def runbook(request, name):
     page = RUNBOOKS.get(name)
     if page is None:
         raise Http404(f"no runbook named {name!r}")
-    return render(request, "console/runbook.html", {"name": name, "page": page})
+    rule = page["rule"]
+    return render(request, "console/runbook.html", {
+        "name": name, "page": page,
+        "kind_words": describe.kind_words(rule["kind"], rule.get("params")),
+        "scope_rows": describe.scope_rows(rule["scope"], rule["kind"]),
+        "persistence_words": describe.persistence_words(rule["persistence"]),
+        "param_rows": describe.param_rows(rule.get("params")),
+    })
+
+
+# --- error responses -------------------------------------------------------------
+# Under /api/ every error is JSON in the contract's form, whoever raised it (Django's
+# URL resolver, a host check, an unexpected exception); elsewhere the console's own pages.
+
+def _is_api(request):
+    return request.path_info.startswith("/api/")
+
+
+def _api_error(status, message):
+    return JsonResponse({"errors": [{"path": "", "message": message}]}, status=status)
+
+
+def _endpoint_hint(request):
+    """The API path a caller most likely meant: the same path with or without its trailing slash."""
+    path = request.path_info
+    other = path[:-1] if path.endswith("/") else path + "/"
+    try:
+        resolve(other)
+    except Resolver404:
+        return ""
+    prefix = request.path[: len(request.path) - len(path)]
+    return f"; use {request.method} {prefix}{other} ({'without' if path.endswith('/') else 'with'} the trailing slash)"
+
+
+def not_found(request, exception):
+    if _is_api(request):
+        return _api_error(404, f"no such endpoint: {request.method} {request.path}{_endpoint_hint(request)}")
+    return defaults.page_not_found(request, exception)
+
+
+def permission_denied(request, exception):
+    if _is_api(request):
+        return _api_error(403, str(exception) or "you may not do this")
+    return defaults.permission_denied(request, exception)
+
+
+def bad_request(request, exception):
+    if _is_api(request):
+        return _api_error(400, "bad request (for example a Host header this console does not serve)")
+    return defaults.bad_request(request, exception)
+
+
+def server_error(request):
+    if _is_api(request):
+        return _api_error(500, "internal error: the server's log has the details")
+    return defaults.server_error(request)

@@ -2,9 +2,9 @@
  *
  * Each chart shows the bucket's last value as the line, the min–max of each
  * bucket as a light envelope (so a one-step spike is never hidden), the
- * phase-aware band the rules check, non-finite buckets as red crosses, phase
+ * phase-aware band the rules check, non-finite buckets as red crosses along the bottom, phase
  * spans shaded across every chart, restarts as dashed lines and alerts as red
- * markers at their first step. Zooming any chart refetches finer data for all
+ * markers at the top at their first step. Zooming any chart refetches finer data for all
  * of them; charts below the fold are drawn when scrolled into view.
  */
 (function () {
@@ -50,13 +50,31 @@
     return out;
   }
 
+  function bandShape(band) {
+    // One closed shape per stretch of band: upper edge forwards, lower edge back. The API breaks the band
+    // (nulls) at every restart and where history is missing; Plotly's "tonexty" fill would join the stretches
+    // across such a gap into wedges, "toself" closes each one on itself.
+    const x = [], y = [];
+    let stretch = [];
+    const close = () => {
+      if (!stretch.length) return;
+      for (const i of stretch) { x.push(band.step[i]); y.push(band.upper[i]); }
+      for (let k = stretch.length - 1; k >= 0; k--) { x.push(band.step[stretch[k]]); y.push(band.lower[stretch[k]]); }
+      x.push(null); y.push(null);
+      stretch = [];
+    };
+    band.step.forEach((_, i) => { if (band.lower[i] === null || band.upper[i] === null) close(); else stretch.push(i); });
+    close();
+    return { x, y };
+  }
+
   function traces(chart, body) {
     const t = [];
     const band = body.band;
     if (band && band.step.length) {
-      t.push({ x: band.step, y: band.lower, mode: "lines", line: { width: 0 }, hoverinfo: "skip", showlegend: false, connectgaps: false });
-      t.push({ x: band.step, y: band.upper, mode: "lines", line: { width: 0 }, fill: "tonexty", fillcolor: "rgba(34,197,94,0.18)",
-               name: "band", hovertemplate: "band upper %{y:.4g}<extra></extra>", connectgaps: false });
+      const shape = bandShape(band);
+      t.push({ x: shape.x, y: shape.y, mode: "lines", line: { width: 0 }, fill: "toself", fillcolor: "rgba(34,197,94,0.18)",
+               name: "band", hoveron: "points", hovertemplate: "band edge %{y:.4g}<extra></extra>" });
       t.push({ x: band.step, y: band.centre, mode: "lines", line: { width: 1, dash: "dot", color: "rgba(21,128,61,0.7)" },
                name: "band centre", hoverinfo: "skip", connectgaps: false });
     }
@@ -69,7 +87,8 @@
              hovertemplate: "step %{x}<br>" + chart.metric + " %{y:.5g}<extra></extra>" });
     const bad = body.step.filter((_, i) => body.nonfinite[i] > 0);
     if (bad.length) {
-      t.push({ x: bad, y: bad.map(() => 1), yaxis: "y2", mode: "markers", marker: { symbol: "x", color: "#dc2626", size: 9 },
+      // Along the bottom edge: the alert a NaN raises is marked at the top of the same step, and neither hides the other.
+      t.push({ x: bad, y: bad.map(() => 0.04), yaxis: "y2", mode: "markers", cliponaxis: false, marker: { symbol: "x", color: "#dc2626", size: 9 },
                name: "non-finite", text: body.step.map((s, i) => body.nonfinite[i]).filter((n) => n > 0),
                hovertemplate: "step ≤ %{x}: %{text} non-finite<extra></extra>" });
     }
@@ -134,10 +153,15 @@
       if (chart.component) params.set("component", chart.component);
       const response = await fetch(runPath.replace(/series\/$/, "points/") + "?" + params.toString(), { credentials: "same-origin" });
       if (!response.ok) continue;
-      const earlier = (await response.json()).points.filter((p) => p.attempt < a.number);
-      if (!earlier.length) continue;
-      out.push({ x: earlier.map((p) => p.step), y: earlier.map((p) => num(p.value)), mode: "lines", name: "attempt " + earlier[0].attempt + " (re-sent by " + a.number + ")",
-                 line: { width: 1, color: "rgba(107,114,128,0.75)", dash: "dot" }, hovertemplate: "earlier attempt, step %{x}: %{y:.5g}<extra></extra>" });
+      // One line per earlier attempt: a range re-sent twice holds two of them, and one line through both would zigzag.
+      const byAttempt = new Map();
+      for (const p of (await response.json()).points) {
+        if (p.attempt < a.number) { if (!byAttempt.has(p.attempt)) byAttempt.set(p.attempt, []); byAttempt.get(p.attempt).push(p); }
+      }
+      for (const [attempt, earlier] of byAttempt) {
+        out.push({ x: earlier.map((p) => p.step), y: earlier.map((p) => num(p.value)), mode: "lines", name: "attempt " + attempt + " (re-sent by " + a.number + ")",
+                   line: { width: 1, color: "rgba(107,114,128,0.75)", dash: "dot" }, hovertemplate: "earlier attempt, step %{x}: %{y:.5g}<extra></extra>" });
+      }
     }
     chart.replaced = out;
     return out;
@@ -218,7 +242,7 @@
     row.dataset.alertId = a.id;
     const state = document.createElement("td"); state.innerHTML = pill; row.appendChild(state);
     const rule = document.createElement("td"); const link = document.createElement("a");
-    link.href = a.rule.diagnostic_url; link.target = "_blank"; link.rel = "noopener"; link.textContent = a.rule.name; rule.appendChild(link); row.appendChild(rule);
+    link.href = data.links[a.rule.id] || a.rule.diagnostic_url; link.target = "_blank"; link.rel = "noopener"; link.textContent = a.rule.name; rule.appendChild(link); row.appendChild(rule);
     row.appendChild(cell(a.component || "(run)"));
     row.appendChild(cell(a.metric || a.condition || ""));
     row.appendChild(cell(a.step, "num"));

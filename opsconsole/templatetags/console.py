@@ -1,0 +1,11 @@
+from django import template
+
+from alerts.starter import console_link as _console_link
+
+register = template.Library()
+
+
+@register.filter
+def console_link(url):
+    """`{{ rule.diagnostic_url|console_link }}`: alerts.starter.console_link."""
+    return _console_link(url)
