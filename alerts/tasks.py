@@ -43,8 +43,11 @@ def sweep_unevaluated(grace_seconds=10, limit=1000):
         .order_by("received_at")
         .values_list("pk", flat=True)[:limit]
     )
+    queued = 0
     for receipt_id in ids:
-        queue_evaluation(receipt_id)
+        if not queue_evaluation(receipt_id, force=True):
+            break  # the broker went away again: the next sweep takes the rest
+        queued += 1
     alert_silent_runs()
     sweep_mutes()  # expired mutes end and their alerts fire again; active ones cover what they should
     stalled_before = timezone.now() - timedelta(seconds=settings.RUN_STALLED_SECONDS)
@@ -53,4 +56,4 @@ def sweep_unevaluated(grace_seconds=10, limit=1000):
         # One by one, so that each run that turned stalled (and only those) is announced live.
         if Run.objects.filter(pk=run.pk, status=RunStatus.HEALTHY).update(status=RunStatus.STALLED):
             publish_status(run, RunStatus.STALLED, RunStatus.HEALTHY)
-    return len(ids)
+    return queued

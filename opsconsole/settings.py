@@ -149,6 +149,13 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # Publishing (ingest, the sweep) tries the broker once instead of retrying for the connection
+    # timeout: with Redis down an ingest answers at once and ingest.service's breaker skips the broker
+    # for a while. The worker's own consumer connection keeps retrying (broker_connection_max_retries).
+    "max_retries": 0,
+    "socket_connect_timeout": CELERY_BROKER_CONNECTION_TIMEOUT,
+}
 # Celery closes Django's connections around every task unless told to reuse them;
 # a worker evaluating a batch every few milliseconds would reconnect each time.
 CELERY_DB_REUSE_MAX = 1000

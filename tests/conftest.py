@@ -67,6 +67,16 @@ def _fast_and_eager(settings):
     celery_app.conf.task_always_eager = eager
 
 
+@pytest.fixture(autouse=True)
+def _process_state_reset():
+    # Per-process state that outlives a test: the broker's breaker (a test with Redis down leaves it open).
+    from ingest.service import BROKER
+
+    BROKER.reset()
+    yield
+    BROKER.reset()
+
+
 @pytest.fixture
 def project(db):
     return Project.objects.create(slug="pretrain", name="Pretrain", owner_name="Pretrain on-call", owner_contact="#pretrain-oncall")
