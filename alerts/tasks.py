@@ -10,6 +10,7 @@ from alerts import engine
 from alerts.silence import alert_silent_runs
 from alerts.triage import sweep_mutes
 from ingest.models import BatchReceipt, Run, RunStatus
+from opsconsole.db import once_more_if_connection_lost
 from opsconsole.live import collected, publish_status
 
 log = logging.getLogger(__name__)
@@ -17,7 +18,14 @@ log = logging.getLogger(__name__)
 
 @shared_task(acks_late=True)
 def evaluate_batch(receipt_id):
-    """Evaluate one batch exactly once: claimed under a row lock, marked done in the same transaction."""
+    """Evaluate one batch exactly once: claimed under a row lock, marked done in the same transaction.
+
+    Idempotent, so a lost database connection gets it run once more (opsconsole/db.py).
+    """
+    return once_more_if_connection_lost(_evaluate_batch, receipt_id)
+
+
+def _evaluate_batch(receipt_id):
     with transaction.atomic():
         receipt = (
             BatchReceipt.objects.select_for_update(skip_locked=True)

@@ -28,7 +28,7 @@ def test_database_and_redis_urls_switch_to_real_services(tmp_path):
         tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["django.db.backends.postgresql", "False", "channels_redis.core.RedisChannelLayer"]
+    assert result.stdout.split() == ["opsconsole.postgresql", "False", "channels_redis.core.RedisChannelLayer"]
 
 
 def test_sqlite_database_url_with_an_absolute_path_is_accepted(tmp_path):
