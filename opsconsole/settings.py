@@ -149,12 +149,21 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Tasks are acknowledged after they ran (acks_late): a worker killed mid-task (kill -9, OOM, a lost
+# host) leaves its message unacknowledged on Redis, which delivers it again after this timeout
+# (Redis transport default: an hour). It must exceed the longest evaluation, or a slow one is
+# delivered twice (harmless: the second finds the batch claimed and does nothing).
+EVALUATION_VISIBILITY_TIMEOUT = env_int("EVALUATION_VISIBILITY_TIMEOUT", 300, minimum=1)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Publishing (ingest, the sweep) tries the broker once instead of retrying for the connection
     # timeout: with Redis down an ingest answers at once and ingest.service's breaker skips the broker
     # for a while. The worker's own consumer connection keeps retrying (broker_connection_max_retries).
     "max_retries": 0,
     "socket_connect_timeout": CELERY_BROKER_CONNECTION_TIMEOUT,
+    "visibility_timeout": EVALUATION_VISIBILITY_TIMEOUT,
+    # Workers look for such messages every few seconds (default: every 100 s).
+    "unacked_restore_interval": max(1, min(10, EVALUATION_VISIBILITY_TIMEOUT // 3)),
+    "unacked_restore_throttle": 1,
 }
 # Celery closes Django's connections around every task unless told to reuse them;
 # a worker evaluating a batch every few milliseconds would reconnect each time. The

@@ -47,6 +47,7 @@ def test_sqlite_database_url_with_an_absolute_path_is_accepted(tmp_path):
         ({"REDIS_URL": "http://localhost:6379"}, "REDIS_URL"),
         ({"RUN_STALLED_SECONDS": "ten"}, "RUN_STALLED_SECONDS"),
         ({"EVALUATION_SWEEP_SECONDS": "1"}, "EVALUATION_SWEEP_SECONDS"),
+        ({"EVALUATION_VISIBILITY_TIMEOUT": "an hour"}, "EVALUATION_VISIBILITY_TIMEOUT"),
         ({"CONSOLE_URL": "console.example"}, "CONSOLE_URL"),
         ({"CONSOLE_URL": "ftp://console.example"}, "CONSOLE_URL"),
     ],

@@ -26,11 +26,15 @@ from opsconsole.celery import app as celery_app
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def admin_connection():
-    """A connection of its own to the server's `postgres` database, outside Django and its pool."""
+def session(dbname=None, autocommit=True):
+    """A PostgreSQL session of its own, outside Django and its pool (the test database unless named)."""
     s = connection.settings_dict
-    return psycopg.connect(dbname="postgres", host=s["HOST"] or None, port=s["PORT"] or None,
-                           user=s["USER"] or None, password=s["PASSWORD"] or None, autocommit=True)
+    return psycopg.connect(dbname=dbname or s["NAME"], host=s["HOST"] or None, port=s["PORT"] or None,
+                           user=s["USER"] or None, password=s["PASSWORD"] or None, autocommit=autocommit)
+
+
+def admin_connection():
+    return session("postgres")
 
 
 def terminate_every_connection() -> int:
@@ -102,7 +106,8 @@ class Worker:
 
 @pytest.fixture
 def celery_worker(transactional_db, tmp_path):
-    """A function starting a worker process: `with celery_worker(**env) as worker:`; queues on Redis meanwhile."""
+    """A function starting a worker process: `with celery_worker(pool, wait_ready, **env) as worker:`; tasks are
+    queued on Redis meanwhile."""
     conf = celery_app.conf
     eager = conf.task_always_eager
     conf.task_always_eager = False
@@ -110,13 +115,14 @@ def celery_worker(transactional_db, tmp_path):
     started = []
 
     @contextmanager
-    def start(pool="solo", **extra_env):
+    def start(pool="solo", wait_ready=True, **extra_env):
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": database_url_of_tests(),
                "PYTHONPATH": str(ROOT), **{k: str(v) for k, v in extra_env.items()}}
         worker = Worker(tmp_path / f"worker-{len(started)}.log", pool, env)
         started.append(worker)
         try:
-            worker.wait_ready()
+            if wait_ready:  # a solo worker busy with a task does not answer pings
+                worker.wait_ready()
             yield worker
         finally:
             worker.stop()
