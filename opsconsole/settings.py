@@ -212,3 +212,24 @@ if not DEBUG:
 # --- Failing infrastructure and security (issue 9) ---------------------------------------------------
 # Last: its process_view runs the view itself, once more when the database connection was lost (GET only).
 MIDDLEWARE.append("opsconsole.db.RetryReadsMiddleware")
+
+# Failed logins and bad API tokens are throttled (opsconsole/throttle.py): after this many failures
+# within the window, the key is refused with 429 and Retry-After until the window ends.
+AUTH_FAILURE_WINDOW_SECONDS = env_int("AUTH_FAILURE_WINDOW_SECONDS", 900, minimum=1)
+LOGIN_FAILURES_PER_USER = env_int("LOGIN_FAILURES_PER_USER", 10, minimum=1)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50, minimum=1)
+TOKEN_FAILURES_PER_TOKEN = env_int("TOKEN_FAILURES_PER_TOKEN", 10, minimum=1)
+TOKEN_FAILURES_PER_ADDRESS = env_int("TOKEN_FAILURES_PER_ADDRESS", 20, minimum=1)
+# The counts live in the cache: Redis when there is one, so every web process shares them.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "wl",
+            # Fail fast when Redis is down; the throttle then lets requests through (and says so).
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "warninglight"}}

@@ -1,10 +1,14 @@
+from functools import wraps
+
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 
 from opsconsole.permissions import visible_runs
 from opsconsole.run_page import run_page
 from opsconsole.runs_list import runs_list
+from opsconsole.throttle import LOGINS
 
 
 @login_required
@@ -27,3 +31,27 @@ def runbook(request, name):
     if page is None:
         raise Http404(f"no runbook named {name!r}")
     return render(request, "console/runbook.html", {"name": name, "page": page})
+
+
+def throttled_login(view):
+    """A login view (the console's, the admin's) that counts failed attempts and refuses with 429 past the limit."""
+
+    @wraps(view)
+    def login(request, *args, **kwargs):
+        if request.method != "POST":
+            return view(request, *args, **kwargs)
+        username = request.POST.get("username", "")
+        wait = LOGINS.wait_for(request, username)
+        if wait:
+            response = render(request, "registration/login.html",
+                              {"form": AuthenticationForm(request), "retry_minutes": -(-wait // 60)}, status=429)
+            response["Retry-After"] = str(wait)
+            return response
+        response = view(request, *args, **kwargs)
+        if response.status_code == 302 and request.user.is_authenticated:  # logged in: it redirects
+            LOGINS.success(request, username)
+        elif username:
+            LOGINS.failure(request, username)
+        return response
+
+    return login

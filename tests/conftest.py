@@ -69,12 +69,16 @@ def _fast_and_eager(settings):
 
 @pytest.fixture(autouse=True)
 def _process_state_reset():
-    # Per-process state that outlives a test: the broker's breaker (a test with Redis down leaves it open).
+    # State that outlives a test: the broker's breaker (a test with Redis down leaves it open), and the
+    # login and token throttle's counts (the suite logs in from 127.0.0.1 many times, and sends bad tokens).
     from ingest.service import BROKER
+    from opsconsole import throttle
 
     BROKER.reset()
+    throttle.reset()
     yield
     BROKER.reset()
+    throttle.reset()
 
 
 @pytest.fixture
