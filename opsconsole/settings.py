@@ -212,6 +212,12 @@ if not DEBUG:
 # --- Failing infrastructure and security (issue 9) ---------------------------------------------------
 # Last: its process_view runs the view itself, once more when the database connection was lost (GET only).
 MIDDLEWARE.append("opsconsole.db.RetryReadsMiddleware")
+# Content-Security-Policy when DEBUG is off (checked per response, so tests can switch DEBUG).
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1, "opsconsole.security.ContentSecurityPolicyMiddleware")
+if not DEBUG:
+    # HSTS, sent by SecurityMiddleware on https responses (behind a TLS proxy: uvicorn --proxy-headers).
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 
 # Failed logins and bad API tokens are throttled (opsconsole/throttle.py): after this many failures
 # within the window, the key is refused with 429 and Retry-After until the window ends.

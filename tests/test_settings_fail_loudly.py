@@ -48,6 +48,8 @@ def test_sqlite_database_url_with_an_absolute_path_is_accepted(tmp_path):
         ({"RUN_STALLED_SECONDS": "ten"}, "RUN_STALLED_SECONDS"),
         ({"EVALUATION_SWEEP_SECONDS": "1"}, "EVALUATION_SWEEP_SECONDS"),
         ({"EVALUATION_VISIBILITY_TIMEOUT": "an hour"}, "EVALUATION_VISIBILITY_TIMEOUT"),
+        ({"LOGIN_FAILURES_PER_USER": "0"}, "LOGIN_FAILURES_PER_USER"),
+        ({"DEBUG": "0", "SECRET_KEY": "k", "ALLOWED_HOSTS": "h", "SECURE_HSTS_SECONDS": "a year"}, "SECURE_HSTS_SECONDS"),
         ({"CONSOLE_URL": "console.example"}, "CONSOLE_URL"),
         ({"CONSOLE_URL": "ftp://console.example"}, "CONSOLE_URL"),
     ],
