@@ -61,9 +61,11 @@ def throttled(authenticate):
         header = request.META.get("HTTP_AUTHORIZATION") or ""
         if not header:
             return authenticate(self, request)
-        wait = TOKENS.wait_for(request, header)
-        if wait:
-            raise TooManyBadTokens(wait)
+        if not getattr(request, "_bearer_throttle_checked", False):  # once per request, not once per class
+            request._bearer_throttle_checked = True
+            wait = TOKENS.wait_for(request, header)
+            if wait:
+                raise TooManyBadTokens(wait)
         try:
             return authenticate(self, request)
         except exceptions.AuthenticationFailed:
