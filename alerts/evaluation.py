@@ -93,6 +93,7 @@ class Flags:
         self.magnitude = np.full(n, np.nan)
         self.units = np.full(n, unit, dtype=object)  # per point: one rule can measure in two units
         self.band = None  # filled in by band rules when a chart asks for the band they judged with
+        self.clears = None  # per point: whether a point not held counts towards resolving (absence: no open gap)
 
     @property
     def unit(self):
@@ -238,37 +239,107 @@ class _BandJudge:
         return held & judged, beyond, used
 
 
-def _absence(rule, progress, steps, values, times, attempt):
-    """Gaps in the steps (missing batches) or in the points' own times.
+# Open step gaps a rule remembers per series; beyond this the oldest are forgotten (a run that logs sparsely).
+MAX_OPEN_GAPS = 200
 
-    A step gap counts from the highest step of the current attempt so far: a
-    batch that arrives late is not a gap, and after a rewind the count starts
-    again from where the job resumed.
+
+def _absence(rule, progress, series, steps, times, attempt):
+    """Gaps in the steps (lost batches) or in the points' own times, judged against every batch the run holds.
+
+    Batches of one run may be stored and evaluated in any order (parallel
+    senders writing disjoint step ranges), so a new point's neighbours are the
+    stored points next to it in step order within its attempt, whichever batch
+    brought them. A step gap is remembered as open (`progress.state["gaps"]`:
+    the stored steps either side of it) until evaluated batches fill it; while
+    one is open, later points do not clear the alert, and once all are filled
+    the next point resolves it: a lost batch stays alerted, a late one ends the
+    alert. After a rewind the count starts again from where the job resumed. A
+    gap in the points' own times clears with the next point: a job that hung
+    and resumed has lost nothing.
     """
     state = progress.state or {}
     flags = Flags(len(steps), "missing steps")
-    max_missing = rule.params.get("missing_steps")
-    max_seconds = rule.params.get("seconds")
+    params = resolved(rule.kind, rule.params)
+    max_missing, max_seconds = params["missing_steps"], params["seconds"]
     number, attempt_start = attempt
-    highest = state.get("last_step") if state.get("attempt", 1) == number else None
-    if highest is None:
-        highest = attempt_start - 1 if (number > 1 and attempt_start is not None) else steps[0] - 1
-    previous_steps = np.maximum.accumulate(np.r_[highest, steps[:-1]])
+    gaps = [tuple(g) for g in state.get("gaps", [])] if state.get("attempt", 1) == number else []
     last_time = state.get("last_time")
-    previous_times = np.r_[times[0] if last_time is None else last_time, times[:-1]]
+    near_steps, near_times = _stored_neighbours(series, number, int(steps.min()), int(steps.max()))
+    if number > 1 and attempt_start is not None and near_steps[0] >= steps.min():
+        # The attempt resumed at attempt_start: count from there, and time from the data before the restart.
+        near_steps = np.r_[attempt_start - 1, near_steps]
+        near_times = np.r_[np.nan if last_time is None else last_time, near_times]
+    new = np.isin(near_steps, steps)
+    index_of = {s: i for i, s in enumerate(steps.tolist())}
+    left, right = near_steps[:-1], near_steps[1:]
+    missing = right - left - 1
+    touching = new[:-1] | new[1:]
+
+    def at(k):  # the new point after the gap, or before it when the far side was stored earlier
+        return index_of[int(right[k])] if new[k + 1] else index_of[int(left[k])]
+
+    lo, hi = int(near_steps[0]), int(near_steps[-1])
+    still_open, touched = [], []
+    for a, b in gaps:
+        if b <= lo or a >= hi:
+            still_open.append((a, b))
+            continue
+        touched.append((a, b))
+        # Parts of the gap outside this window hold only batches not evaluated yet: they judge those.
+        if a < lo:
+            still_open.append((a, lo))
+        if b > hi:
+            still_open.append((hi, b))
     if max_missing is not None:
-        missing = steps - previous_steps - 1
-        hit = missing > max_missing
-        flags.held |= hit
-        flags.magnitude[hit] = missing[hit]
+        for k in np.flatnonzero(missing > max_missing).tolist():
+            a, b = int(left[k]), int(right[k])
+            if any(x <= a and b <= y for x, y in touched):
+                still_open.append((a, b))  # what is left of a gap already alerted
+            elif touching[k]:
+                still_open.append((a, b))
+                i = at(k)
+                flags.held[i] = True
+                flags.magnitude[i] = np.fmax(flags.magnitude[i], float(missing[k]))
     if max_seconds is not None:
-        silent = times - previous_times
-        hit = (silent > max_seconds) & ~flags.held
-        flags.held |= hit
-        flags.magnitude[hit] = silent[hit]
-        flags.units[hit] = "seconds without data"
-    progress.state = {"attempt": number, "last_step": int(max(previous_steps[-1], steps[-1])), "last_time": float(times[-1])}
+        silence_alerted = "last_time" in state and last_time is None  # the sweep's silent alert covered it
+        with np.errstate(invalid="ignore"):
+            slow = touching & (np.diff(near_times) > max_seconds)
+        for k in np.flatnonzero(slow).tolist():
+            i = at(k)
+            if flags.held[i] or (silence_alerted and not new[k]):
+                continue
+            flags.held[i] = True
+            flags.magnitude[i] = float(near_times[k + 1] - near_times[k])
+            flags.units[i] = "seconds without data"
+    still_open = sorted(set(still_open))[-MAX_OPEN_GAPS:]
+    # An unfilled gap keeps its alert open: points after it are no evidence that the data came back.
+    flags.clears = np.full(len(steps), not still_open)
+    latest = float(np.max(times))
+    progress.state = {"attempt": number, "gaps": [list(g) for g in still_open],
+                      "last_time": latest if last_time is None else max(last_time, latest)}
     return flags
+
+
+def _stored_neighbours(series, attempt, lo, hi):
+    """Steps and times, in step order, of everything the series' attempt holds from the last stored step
+    before `lo` to the first after `hi`, whichever batches stored them (a block without times: its
+    batch's arrival time)."""
+    blocks = Block.objects.filter(series=series, attempt=attempt)
+    ids = set(blocks.filter(last_step__gte=lo, first_step__lte=hi).values_list("pk", flat=True))
+    ids.update(blocks.filter(last_step__lt=lo).order_by("-last_step").values_list("pk", flat=True)[:1])
+    ids.update(blocks.filter(last_step__gt=hi, first_step__gt=hi).order_by("first_step").values_list("pk", flat=True)[:1])
+    step_parts, time_parts = [], []
+    for data, arrived in Block.objects.filter(pk__in=ids).values_list("data", "receipt__received_at"):
+        s, _, t = unpack(data)
+        step_parts.append(s)
+        time_parts.append(np.full(len(s), arrived.timestamp()) if t is None else t)
+    steps, times = np.concatenate(step_parts), np.concatenate(time_parts)
+    order = np.argsort(steps, kind="stable")
+    steps, times = steps[order], times[order]
+    # Only the nearest step on either side: the whole neighbouring blocks may interleave with others.
+    first = max(0, int(np.searchsorted(steps, lo)) - 1)
+    last = min(len(steps), int(np.searchsorted(steps, hi, side="right")) + 1)
+    return steps[first:last], times[first:last]
 
 
 def _divergence(rule, progress, run, steps, values):
@@ -514,7 +585,7 @@ class _Evaluator:
                 self.band_judges[rule.pk] = _BandJudge(rule, self)
             return self.band_judges[rule.pk](progress, series, steps, values, info, self.attempt(attempt))
         if rule.kind == RuleKind.ABSENCE:  # its params were validated with the rule's (evaluate_rules)
-            return _absence(rule, progress, steps, values, times, self.attempt(attempt))
+            return _absence(rule, progress, series, steps, times, self.attempt(attempt))
         return _divergence(rule, progress, self.run, steps, values)
 
     def persist_point(self, rule, progress, series, steps, times, flags, i):
@@ -534,6 +605,8 @@ class _Evaluator:
         else:
             if progress.held_points:
                 progress.held_points = 0
+            if flags.clears is not None and not flags.clears[i]:
+                return
             progress.clear_points += 1
             open_alert = self.open_alerts.get((rule.pk, component))
             # Only the metric the alert is about clears it: one clear metric must not close

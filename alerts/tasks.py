@@ -10,6 +10,7 @@ from alerts import engine
 from alerts.silence import alert_silent_runs
 from alerts.triage import sweep_mutes
 from ingest.models import BatchReceipt, Run, RunStatus
+from opsconsole.db import once_more_if_connection_lost
 from opsconsole.live import collected, publish_status
 
 log = logging.getLogger(__name__)
@@ -17,7 +18,14 @@ log = logging.getLogger(__name__)
 
 @shared_task(acks_late=True)
 def evaluate_batch(receipt_id):
-    """Evaluate one batch exactly once: claimed under a row lock, marked done in the same transaction."""
+    """Evaluate one batch exactly once: claimed under a row lock, marked done in the same transaction.
+
+    Idempotent, so a lost database connection gets it run once more (opsconsole/db.py).
+    """
+    return once_more_if_connection_lost(_evaluate_batch, receipt_id)
+
+
+def _evaluate_batch(receipt_id):
     with transaction.atomic():
         receipt = (
             BatchReceipt.objects.select_for_update(skip_locked=True)
@@ -43,8 +51,11 @@ def sweep_unevaluated(grace_seconds=10, limit=1000):
         .order_by("received_at")
         .values_list("pk", flat=True)[:limit]
     )
+    queued = 0
     for receipt_id in ids:
-        queue_evaluation(receipt_id)
+        if not queue_evaluation(receipt_id, force=True):
+            break  # the broker went away again: the next sweep takes the rest
+        queued += 1
     alert_silent_runs()
     sweep_mutes()  # expired mutes end and their alerts fire again; active ones cover what they should
     stalled_before = timezone.now() - timedelta(seconds=settings.RUN_STALLED_SECONDS)
@@ -53,4 +64,4 @@ def sweep_unevaluated(grace_seconds=10, limit=1000):
         # One by one, so that each run that turned stalled (and only those) is announced live.
         if Run.objects.filter(pk=run.pk, status=RunStatus.HEALTHY).update(status=RunStatus.STALLED):
             publish_status(run, RunStatus.STALLED, RunStatus.HEALTHY)
-    return len(ids)
+    return queued

@@ -1,5 +1,5 @@
 from django.utils.functional import cached_property
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, status
 
 from ingest.models import ProjectToken, hash_token
 
@@ -42,7 +42,41 @@ def token_from_header(header: str | None):
     return token
 
 
+class TooManyBadTokens(exceptions.APIException):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "throttled"
+
+    def __init__(self, wait: int):
+        # DRF's handler turns `wait` into the Retry-After header.
+        self.wait = wait
+        super().__init__({"Authorization": f"too many failed authentications from this address or with this token; "
+                                           f"retry after {wait} s"})
+
+
+def throttled(authenticate):
+    """Bearer authentication counting bad tokens (opsconsole/throttle.py): past the limit it answers 429."""
+    from opsconsole.throttle import TOKENS
+
+    def checked(self, request):
+        header = request.META.get("HTTP_AUTHORIZATION") or ""
+        if not header:
+            return authenticate(self, request)
+        if not getattr(request, "_bearer_throttle_checked", False):  # once per request, not once per class
+            request._bearer_throttle_checked = True
+            wait = TOKENS.wait_for(request, header)
+            if wait:
+                raise TooManyBadTokens(wait)
+        try:
+            return authenticate(self, request)
+        except exceptions.AuthenticationFailed:
+            TOKENS.failure(request, header)
+            raise
+
+    return checked
+
+
 class ProjectTokenAuthentication(authentication.BaseAuthentication):
+    @throttled
     def authenticate(self, request):
         token = token_from_header(request.META.get("HTTP_AUTHORIZATION"))
         if token is None:
@@ -56,6 +90,7 @@ class ProjectTokenAuthentication(authentication.BaseAuthentication):
 class PersonalTokenAuthentication(authentication.BaseAuthentication):
     """`Bearer wlu_…`: a user's personal API token (manage.py api_token); other bearer tokens pass through."""
 
+    @throttled
     def authenticate(self, request):
         from opsconsole.models import PersonalToken
 

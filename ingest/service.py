@@ -12,6 +12,7 @@ from ingest.contract import Batch, layer_for_metric, phase_kind
 from ingest.models import CATCH_ALL_SUFFIX
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
 from ingest.storage import BlockWriter, db_float, stored_steps
+from opsconsole.breaker import Breaker
 
 log = logging.getLogger(__name__)
 
@@ -81,16 +82,31 @@ def _store_batch(project, batch: Batch, now) -> IngestResult:
     return IngestResult(run.run_id, receipt.points, receipt.events, receipt.phases, False, receipt.id, run.pk)
 
 
-def queue_evaluation(receipt_id: int):
-    """Hand the batch to the evaluation worker; if the broker is down the sweep catches it later."""
+# With the broker down, one ingest finds out (the broker's transport options make that one quick attempt,
+# settings.py) and the next ones skip it for a growing back-off: their batches are left to the sweep.
+BROKER = Breaker("evaluation queue (Celery broker)", logger=log)
+
+
+def queue_evaluation(receipt_id: int, *, force: bool = False) -> bool:
+    """Hand the batch to the evaluation worker; True when queued. If the broker is down the sweep catches it later.
+
+    `force` tries the broker even while the breaker has it down (the sweep runs in a worker, which has
+    just heard from the broker).
+    """
     from kombu.exceptions import OperationalError
 
     from alerts.tasks import evaluate_batch
 
-    try:
+    def send():
         evaluate_batch.apply_async((receipt_id,), retry=False)
-    except (OperationalError, OSError, ConnectionError) as exc:
-        log.warning("evaluation queue unreachable (%s); batch %s is left to the sweep", exc, receipt_id)
+        return True
+
+    if evaluate_batch.app.conf.task_always_eager:
+        return send()  # no broker: evaluated here and now
+    queued = BROKER.call(send, errors=(OperationalError, OSError, ConnectionError), fallback=False, force=force)
+    if not queued:
+        log.info("batch %s is left to the sweep: the evaluation queue is unreachable", receipt_id)
+    return queued
 
 
 def locked_run(project, batch: Batch, now) -> Run:

@@ -83,6 +83,9 @@ def database_from_url(name, url):
         # connections are per thread: without a pool each request would open a new
         # PostgreSQL connection (measured: ~25 ms of a 5,000-point batch).
         config["CONN_MAX_AGE"] = 0
+        # Django's backend with a pool that checks each connection it hands out, so the ones PostgreSQL
+        # dropped (restart, failover) are replaced instead of failing requests (opsconsole/postgresql).
+        config["ENGINE"] = "opsconsole.postgresql"
         config["OPTIONS"] = {**config.get("OPTIONS", {}), "pool": {"min_size": 2, "max_size": env_int("DATABASE_POOL_SIZE", 10, minimum=1)}}
     return config
 

@@ -34,13 +34,14 @@ import asyncio
 import json
 import logging
 import threading
-import time
 import weakref
 from contextlib import contextmanager
 
 from asgiref.sync import async_to_sync
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
+
+from opsconsole.breaker import Breaker
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,11 @@ KINDS = ("points", "alert", "run")
 HANDLER = "live.message"
 # How long one send may take before it counts as a failure (an unreachable Redis host can hang).
 SEND_TIMEOUT_SECONDS = 2.0
-# After a failure, skip sending for this long: one slow failure per outage, not one per message.
-RETRY_AFTER_SECONDS = 10.0
 
-_down_until = weakref.WeakKeyDictionary()  # channel layer -> monotonic time until which it is taken as down
-_down_lock = threading.Lock()
+# channel layer -> its breaker: after a failure, sends skip the layer for a growing back-off, so an
+# outage costs one failed send per back-off, not one per message (opsconsole/breaker.py).
+_breakers = weakref.WeakKeyDictionary()
+_breakers_lock = threading.Lock()
 _local = threading.local()  # .pending: the frames gathered by collected() in this thread, else None
 
 
@@ -114,23 +115,23 @@ def send_now(items) -> bool:
         message["frames"].append(body)
     if not messages:
         return False
-    layer = None
     try:
         layer = get_channel_layer()
-        if layer is None:
-            return False
-        with _down_lock:
-            if _down_until.get(layer, 0.0) > time.monotonic():
-                return False
-        async_to_sync(_send_all)(layer, list(messages.values()))
-        return True
-    except Exception as exc:  # noqa: BLE001 - any failure of the layer must stay here
-        if layer is not None:
-            with _down_lock:
-                _down_until[layer] = time.monotonic() + RETRY_AFTER_SECONDS
-        log.warning("live update not sent (%s: %s); live updates paused for %.0f s",
-                    type(exc).__name__, exc, RETRY_AFTER_SECONDS)
+    except Exception:  # noqa: BLE001 - a misconfigured layer must not fail the commit's other work
+        log.exception("live update not sent: no channel layer")
         return False
+    if layer is None:
+        return False
+    # Any failure of the layer stays here: live updates must never fail ingest or evaluation.
+    return layer_breaker(layer).call(lambda: async_to_sync(_send_all)(layer, list(messages.values())) or True,
+                                     errors=(Exception,), fallback=False)
+
+
+def layer_breaker(layer) -> Breaker:
+    with _breakers_lock:
+        if layer not in _breakers:
+            _breakers[layer] = Breaker("live update not sent: channel layer", logger=log)
+        return _breakers[layer]
 
 
 async def _send_all(layer, messages):

@@ -151,8 +151,25 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Tasks are acknowledged after they ran (acks_late): a worker killed mid-task (kill -9, OOM, a lost
+# host) leaves its message unacknowledged on Redis, which delivers it again after this timeout
+# (Redis transport default: an hour). It must exceed the longest evaluation, or a slow one is
+# delivered twice (harmless: the second finds the batch claimed and does nothing).
+EVALUATION_VISIBILITY_TIMEOUT = env_int("EVALUATION_VISIBILITY_TIMEOUT", 300, minimum=1)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # Publishing (ingest, the sweep) tries the broker once instead of retrying for the connection
+    # timeout: with Redis down an ingest answers at once and ingest.service's breaker skips the broker
+    # for a while. The worker's own consumer connection keeps retrying (broker_connection_max_retries).
+    "max_retries": 0,
+    "socket_connect_timeout": CELERY_BROKER_CONNECTION_TIMEOUT,
+    "visibility_timeout": EVALUATION_VISIBILITY_TIMEOUT,
+    # Workers look for such messages every few seconds (default: every 100 s).
+    "unacked_restore_interval": max(1, min(10, EVALUATION_VISIBILITY_TIMEOUT // 3)),
+    "unacked_restore_throttle": 1,
+}
 # Celery closes Django's connections around every task unless told to reuse them;
-# a worker evaluating a batch every few milliseconds would reconnect each time.
+# a worker evaluating a batch every few milliseconds would reconnect each time. The
+# connection kept is checked before each task instead (opsconsole/celery.py).
 CELERY_DB_REUSE_MAX = 1000
 EVALUATION_SWEEP_SECONDS = env_int("EVALUATION_SWEEP_SECONDS", 60, minimum=5)
 CELERY_BEAT_SCHEDULE = {
@@ -198,3 +215,34 @@ LOGGING = {
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
+
+# --- Failing infrastructure and security (issue 9) ---------------------------------------------------
+# Last: its process_view runs the view itself, once more when the database connection was lost (GET only).
+MIDDLEWARE.append("opsconsole.db.RetryReadsMiddleware")
+# Content-Security-Policy when DEBUG is off (checked per response, so tests can switch DEBUG).
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1, "opsconsole.security.ContentSecurityPolicyMiddleware")
+if not DEBUG:
+    # HSTS, sent by SecurityMiddleware on https responses (behind a TLS proxy: uvicorn --proxy-headers).
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+
+# Failed logins and bad API tokens are throttled (opsconsole/throttle.py): after this many failures
+# within the window, the key is refused with 429 and Retry-After until the window ends.
+AUTH_FAILURE_WINDOW_SECONDS = env_int("AUTH_FAILURE_WINDOW_SECONDS", 900, minimum=1)
+LOGIN_FAILURES_PER_USER = env_int("LOGIN_FAILURES_PER_USER", 10, minimum=1)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50, minimum=1)
+TOKEN_FAILURES_PER_TOKEN = env_int("TOKEN_FAILURES_PER_TOKEN", 10, minimum=1)
+TOKEN_FAILURES_PER_ADDRESS = env_int("TOKEN_FAILURES_PER_ADDRESS", 20, minimum=1)
+# The counts live in the cache: Redis when there is one, so every web process shares them.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "wl",
+            # Fail fast when Redis is down; the throttle then lets requests through (and says so).
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "warninglight"}}

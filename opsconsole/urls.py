@@ -12,6 +12,7 @@ from alerts.views import RuleViewSet
 from ingest import views as ingest_views
 from ingest.alertmanager import AlertmanagerView
 from opsconsole.chart_api import SeriesChartView
+from opsconsole.views import throttled_login
 
 router = SimpleRouter()
 router.register("rules", RuleViewSet, basename="rule")
@@ -42,8 +43,9 @@ for _route in api_v1:
 urlpatterns = [
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("admin/login/", throttled_login(admin.site.login)),  # before admin/: the admin's own login view, throttled
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", throttled_login(auth_views.LoginView.as_view()), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("opsconsole.console_urls")),
 ]

@@ -1,4 +1,7 @@
+from functools import wraps
+
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import Resolver404, resolve
@@ -8,6 +11,7 @@ from alerts import describe
 from opsconsole.permissions import visible_runs
 from opsconsole.run_page import run_page
 from opsconsole.runs_list import runs_list
+from opsconsole.throttle import LOGINS
 
 
 @login_required
@@ -85,3 +89,27 @@ def server_error(request):
     if _is_api(request):
         return _api_error(500, "internal error: the server's log has the details")
     return defaults.server_error(request)
+
+
+def throttled_login(view):
+    """A login view (the console's, the admin's) that counts failed attempts and refuses with 429 past the limit."""
+
+    @wraps(view)
+    def login(request, *args, **kwargs):
+        if request.method != "POST":
+            return view(request, *args, **kwargs)
+        username = request.POST.get("username", "")
+        wait = LOGINS.wait_for(request, username)
+        if wait:
+            response = render(request, "registration/login.html",
+                              {"form": AuthenticationForm(request), "retry_minutes": -(-wait // 60)}, status=429)
+            response["Retry-After"] = str(wait)
+            return response
+        response = view(request, *args, **kwargs)
+        if response.status_code == 302 and request.user.is_authenticated:  # logged in: it redirects
+            LOGINS.success(request, username)
+        elif username:
+            LOGINS.failure(request, username)
+        return response
+
+    return login

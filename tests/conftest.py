@@ -16,7 +16,7 @@ from opsconsole.celery import app as celery_app
 from opsconsole.models import Membership, Role
 
 # Fixture modules shared by several test files, registered once instead of imported into each.
-pytest_plugins = ["tests.browser", "tests.triage_support", "tests.alertmanager_support"]
+pytest_plugins = ["tests.browser", "tests.triage_support", "tests.alertmanager_support", "tests.worker_support"]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 CHROMIUM = "/usr/bin/chromium"
@@ -65,6 +65,20 @@ def _fast_and_eager(settings):
     celery_app.conf.task_always_eager = True
     yield
     celery_app.conf.task_always_eager = eager
+
+
+@pytest.fixture(autouse=True)
+def _process_state_reset():
+    # State that outlives a test: the broker's breaker (a test with Redis down leaves it open), and the
+    # login and token throttle's counts (the suite logs in from 127.0.0.1 many times, and sends bad tokens).
+    from ingest.service import BROKER
+    from opsconsole import throttle
+
+    BROKER.reset()
+    throttle.reset()
+    yield
+    BROKER.reset()
+    throttle.reset()
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ def test_database_and_redis_urls_switch_to_real_services(tmp_path):
         tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["django.db.backends.postgresql", "False", "channels_redis.core.RedisChannelLayer"]
+    assert result.stdout.split() == ["opsconsole.postgresql", "False", "channels_redis.core.RedisChannelLayer"]
 
 
 def test_sqlite_database_url_with_an_absolute_path_is_accepted(tmp_path):
@@ -47,6 +47,9 @@ def test_sqlite_database_url_with_an_absolute_path_is_accepted(tmp_path):
         ({"REDIS_URL": "http://localhost:6379"}, "REDIS_URL"),
         ({"RUN_STALLED_SECONDS": "ten"}, "RUN_STALLED_SECONDS"),
         ({"EVALUATION_SWEEP_SECONDS": "1"}, "EVALUATION_SWEEP_SECONDS"),
+        ({"EVALUATION_VISIBILITY_TIMEOUT": "an hour"}, "EVALUATION_VISIBILITY_TIMEOUT"),
+        ({"LOGIN_FAILURES_PER_USER": "0"}, "LOGIN_FAILURES_PER_USER"),
+        ({"DEBUG": "0", "SECRET_KEY": "k", "ALLOWED_HOSTS": "h", "SECURE_HSTS_SECONDS": "a year"}, "SECURE_HSTS_SECONDS"),
         ({"CONSOLE_URL": "console.example"}, "CONSOLE_URL"),
         ({"CONSOLE_URL": "ftp://console.example"}, "CONSOLE_URL"),
     ],

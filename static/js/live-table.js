@@ -2,7 +2,9 @@
  * page's projects, fetch the same URL again and swap the table's body in place.
  *
  *   <div id="T" data-live-projects='["slug", ...]'> (the table, or the "nothing here" line) </div>
- *   then WL.liveTable("T")
+ *
+ * Every such element on the page is started when this script loads (no inline
+ * script: the Content-Security-Policy allows none); WL.liveTable("T") starts one.
  *
  * The swap waits while someone is typing in or has opened a form inside it,
  * so a half-written verdict note or mute reason is never thrown away.
@@ -34,4 +36,5 @@
       WL.live.connect(WL.live.projectPath(slug), schedule, { onState: (state) => { document.body.dataset.live = state; } });
     }
   };
+  for (const table of document.querySelectorAll("[data-live-projects][id]")) WL.liveTable(table.id);
 })();

@@ -1,0 +1,69 @@
+"""Bad bearer tokens (project and personal) are throttled: 429 with Retry-After at path "Authorization".
+
+Per token (TOKEN_FAILURES_PER_TOKEN, 10) and per address counting distinct bad
+tokens (TOKEN_FAILURES_PER_ADDRESS, 20), within AUTH_FAILURE_WINDOW_SECONDS.
+Valid tokens never count, so the jobs behind one address are not throttled by
+their own traffic, and one job repeating a revoked token blocks only that token.
+"""
+import secrets
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from ingest.models import TOKEN_PREFIX
+from opsconsole.models import PersonalToken
+
+pytestmark = pytest.mark.django_db
+BATCH = {"run": {"id": "throttled"}, "points": [{"step": 1, "metric": "loss", "value": 1.0}]}
+
+
+def guess(prefix=TOKEN_PREFIX):
+    return prefix + secrets.token_urlsafe(32)
+
+
+def ingest(token, address="203.0.113.7"):
+    return APIClient().post("/api/v1/ingest", BATCH, format="json", HTTP_AUTHORIZATION=f"Bearer {token}", REMOTE_ADDR=address)
+
+
+def read(token, address="203.0.113.7"):
+    return APIClient().get("/api/v1/runs/", HTTP_AUTHORIZATION=f"Bearer {token}", REMOTE_ADDR=address)
+
+
+def assert_throttled(response):
+    assert response.status_code == 429, response.content
+    assert 0 < int(response["Retry-After"]) <= settings.AUTH_FAILURE_WINDOW_SECONDS
+    [error] = response.json()["errors"]
+    assert error["path"] == "Authorization" and "too many" in error["message"]
+
+
+def test_an_address_guessing_project_tokens_is_throttled_even_for_a_valid_one(token):
+    assert [ingest(guess()).status_code for _ in range(settings.TOKEN_FAILURES_PER_ADDRESS)] == [401] * settings.TOKEN_FAILURES_PER_ADDRESS
+    assert_throttled(ingest(guess()))
+    assert_throttled(ingest(token))  # a guesser that hits a real token learns nothing
+    assert ingest(token, address="192.0.2.1").status_code == 202  # from elsewhere the token works
+
+
+def test_personal_tokens_are_throttled_the_same_way(owner):
+    _, raw = PersonalToken.issue(owner)
+    for _ in range(settings.TOKEN_FAILURES_PER_ADDRESS):
+        assert read(guess(PersonalToken.PREFIX)).status_code == 401
+    assert_throttled(read(guess(PersonalToken.PREFIX)))
+    assert_throttled(read(raw))
+    assert read(raw, address="192.0.2.1").status_code == 200
+
+
+def test_a_job_repeating_a_revoked_token_blocks_only_that_token(token):
+    revoked = guess()
+    answers = [ingest(revoked).status_code for _ in range(3 * settings.TOKEN_FAILURES_PER_TOKEN)]
+    assert answers == [401] * settings.TOKEN_FAILURES_PER_TOKEN + [429] * (2 * settings.TOKEN_FAILURES_PER_TOKEN)
+    assert_throttled(ingest(revoked))
+    assert ingest(token).status_code == 202  # the other jobs behind the same address carry on
+
+
+def test_jobs_sending_valid_tokens_are_never_throttled(token, project):
+    from ingest.models import ProjectToken
+
+    tokens = [token] + [ProjectToken.issue(project)[1] for _ in range(3)]
+    for i in range(100):
+        assert ingest(tokens[i % len(tokens)]).status_code in (200, 202)
