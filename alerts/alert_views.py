@@ -1,11 +1,11 @@
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions
+from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from alerts.models import Alert
+from ingest.serializers import RunQuerySerializer, read_query
 from ingest.views import wire_value
 from opsconsole.permissions import visible_runs
 
@@ -39,12 +39,10 @@ def alert_as_dict(alert: Alert) -> dict:
 
 
 class AlertListView(APIView):
-    @extend_schema(parameters=[OpenApiParameter("run", str, required=True)], responses=OpenApiTypes.OBJECT)
+    @extend_schema(parameters=[RunQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
         """The alerts of a run, oldest first (contract v1)."""
-        run_id = request.query_params.get("run")
-        if not run_id:
-            raise exceptions.ValidationError({"run": "run is required: GET /api/v1/alerts/?run=<run id>"})
+        run_id = read_query(request, RunQuerySerializer)["run"]
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
         alerts = Alert.objects.filter(run=run).select_related("rule", "run").order_by("fired_at", "id")
         return Response([alert_as_dict(a) for a in alerts])

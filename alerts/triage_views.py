@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions, status
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,6 +18,8 @@ from rest_framework.views import APIView
 from alerts import triage
 from alerts.alert_views import alert_as_dict
 from alerts.models import Alert, Mute
+from ingest.contract import RUN_ID_RE
+from ingest.serializers import pattern_field, read_query
 from opsconsole.permissions import can_triage, visible_projects
 
 
@@ -143,26 +145,23 @@ class InboxPagination(LimitOffsetPagination):
     max_limit = 500
 
 
+class InboxQuerySerializer(serializers.Serializer):
+    state = serializers.ChoiceField(triage.INBOX_STATES, required=False, default="open")
+    project = serializers.SlugField(required=False, max_length=64, help_text="project slug")
+    rule = serializers.IntegerField(required=False, min_value=1, max_value=triage.MAX_ID, help_text="rule id")
+    run = pattern_field(RUN_ID_RE, "run", 128, required=False, help_text="run id")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=InboxPagination.max_limit,
+                                     default=InboxPagination.default_limit)
+    offset = serializers.IntegerField(required=False, min_value=0, max_value=triage.MAX_ID, default=0)
+
+
 class InboxView(APIView):
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("state", str, enum=triage.INBOX_STATES, description="default open"),
-            OpenApiParameter("project", str, description="project slug"),
-            OpenApiParameter("rule", int, description="rule id"),
-            OpenApiParameter("run", str, description="run id"),
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
-        ],
-        responses=OpenApiTypes.OBJECT,
-    )
+    @extend_schema(parameters=[InboxQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
         """Alerts across the runs the caller may see, newest first: {count, next, previous, results}."""
-        params = request.query_params
-        try:
-            alerts = triage.inbox_alerts(request.user, state=params.get("state"), project=params.get("project"),
-                                         rule=params.get("rule"), run=params.get("run"))
-        except DjangoValidationError as exc:
-            raise exceptions.ValidationError(exc.message_dict) from None
+        query = read_query(request, InboxQuerySerializer)
+        alerts = triage.inbox_alerts(request.user, state=query["state"], project=query.get("project"),
+                                     rule=query.get("rule"), run=query.get("run"))
         paginator = InboxPagination()
         page = paginator.paginate_queryset(alerts, request, view=self)
         return paginator.get_paginated_response([inbox_item(a) for a in page])

@@ -1,8 +1,54 @@
-"""Read-side shapes of the v1 API (also what the OpenAPI schema documents)."""
+"""Read-side shapes of the v1 API (also what the OpenAPI schema documents), and the query parameters it takes.
+
+A query serializer is both the parameters' documentation (drf-spectacular reads
+its fields: types, ranges, enums, patterns) and their validation (`read_query`),
+so the schema cannot claim a bound the view does not enforce.
+"""
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
+from ingest.contract import COMPONENT_RE, CONDITIONS, METRIC_RE, MAX_STEP, RUN_ID_RE
 from ingest.models import Attempt, IdentityChange, Phase, Run
 from ingest.phases import phase_spans
+
+
+def pattern_field(regex, what, limit, **kwargs):
+    """A string matching the contract's pattern as a whole (documented as the ECMA pattern ^…$)."""
+    validator = RegexValidator(rf"\A(?:{regex.pattern})\Z", f"{what} must match {regex.pattern}")
+    return serializers.CharField(max_length=limit, trim_whitespace=False, validators=[validator], **kwargs)
+
+
+def step_field(**kwargs):
+    return serializers.IntegerField(required=False, min_value=0, max_value=MAX_STEP, **kwargs)
+
+
+def read_query(request, serializer_class) -> dict:
+    """The request's query parameters through `serializer_class`: a 400 naming each bad one."""
+    query = serializer_class(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return query.validated_data
+
+
+class SeriesQuerySerializer(serializers.Serializer):
+    metric = pattern_field(METRIC_RE, "metric", 128, help_text="the series' metric")
+    component = pattern_field(COMPONENT_RE, "component", 256, required=False, allow_blank=True, default="",
+                              help_text="the series' component; absent or empty for the run-level series")
+    start = step_field(help_text="first step (inclusive)")
+    end = step_field(help_text="last step (inclusive)")
+
+
+class PointsQuerySerializer(SeriesQuerySerializer):
+    attempt = serializers.ChoiceField(["all"], required=False, help_text="all: every attempt's points, not only the newest")
+
+
+class EventsQuerySerializer(serializers.Serializer):
+    start = step_field(help_text="first step (inclusive)")
+    end = step_field(help_text="last step (inclusive)")
+    condition = serializers.ChoiceField(CONDITIONS, required=False)
+
+
+class RunQuerySerializer(serializers.Serializer):
+    run = pattern_field(RUN_ID_RE, "run", 128, help_text="run id")
 
 
 class PhaseSerializer(serializers.ModelSerializer):

@@ -111,5 +111,5 @@ def _file_errors(exc: ContractError, chunk) -> str:
             path = f"line {number}{path[path.index(']') + 1:]}"
             message = message.split(": ", 1)[-1] if message.startswith("line ") else message
         out.append(f"{path}: {message}")
-    more = len(exc.errors) - 50
+    more = exc.total - min(len(exc.errors), 50)
     return "invalid file:\n  " + "\n  ".join(out) + (f"\n  … and {more} more" if more > 0 else "")
