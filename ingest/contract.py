@@ -26,6 +26,7 @@ import orjson
 
 MAX_ITEMS = 10_000  # points and events per request
 MAX_PHASES = 10_000  # phase entries per request
+MAX_LINES = MAX_ITEMS + MAX_PHASES + 1  # non-blank NDJSON lines: every point, event and phase, and a run line
 MAX_BODY_BYTES = 4 * 1024 * 1024  # after any Content-Encoding is undone
 MAX_STEP = 9_007_199_254_740_991
 MAX_DETAIL_BYTES = 4096
@@ -169,6 +170,11 @@ class _Errors:
         self.count += 1
         if self.count <= MAX_ERRORS:
             self.items.append({"path": path, "message": message})
+
+    @property
+    def full(self) -> bool:
+        """Further errors are only counted: a caller on a hot loop may count without writing the message."""
+        return self.count >= MAX_ERRORS
 
     def unknown(self, path, obj, allowed):
         for key in obj:
@@ -581,38 +587,50 @@ def _refuse_constant(token):
     raise ValueError(f"{token} is not JSON")
 
 
-def loads(text: bytes, *, nonfinite_tokens=True):
-    """Parse one JSON document, refusing what no field could hold.
+# Built once: json.loads with keyword arguments builds a decoder on every call.
+_DECODERS = {
+    True: json.JSONDecoder(parse_float=_parse_float),
+    False: json.JSONDecoder(parse_float=_parse_float, parse_constant=_refuse_constant),
+}
+
+
+def parse_json(text: bytes, nonfinite_tokens=True, describe=True):
+    """One JSON document as (document, None), or (None, what is wrong with it).
 
     With `nonfinite_tokens` (the ingest contract) the bare NaN/Infinity/-Infinity
     tokens that Python's json writes are accepted as those values. A number
     literal beyond the float range is left as an `OutOfRange` for the field's
     check to refuse by name; orjson refuses it (and nesting past 1,024 levels)
-    itself, so only the rare body it refuses takes the slower standard parser.
+    itself, so only the rare document it refuses takes the slower standard parser
+    (whose messages the API gives). Without `describe` a document that parser
+    could not rescue is refused at once, with no message.
     """
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        pass
+        return orjson.loads(text), None
+    except orjson.JSONDecodeError as exc:
+        rescuable = str(exc).startswith("number is infinity") or (nonfinite_tokens and (b"NaN" in text or b"Infinity" in text))
+        if not (describe or rescuable):
+            return None, ""
     try:
-        obj = json.loads(text, parse_float=_parse_float, **({} if nonfinite_tokens else {"parse_constant": _refuse_constant}))
+        obj = _DECODERS[nonfinite_tokens].decode(text.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
-        raise ContractError([{"path": "", "message": f"body is not UTF-8: {exc.reason} at byte {exc.start}"}]) from None
+        return None, f"body is not UTF-8: {exc.reason} at byte {exc.start}"
     except json.JSONDecodeError as exc:
-        raise ContractError(
-            [{"path": "", "message": f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"}]
-        ) from None
+        return None, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
     except RecursionError:
-        raise ContractError(
-            [{"path": "", "message": f"malformed JSON: nested too deeply (at most {MAX_JSON_DEPTH} levels of arrays and objects)"}]
-        ) from None
+        return None, f"malformed JSON: nested too deeply (at most {MAX_JSON_DEPTH} levels of arrays and objects)"
     except ValueError as exc:  # a refused NaN token, or an integer literal of more than 4,300 digits
-        message = str(exc) if str(exc).endswith("is not JSON") else "a number has more than 4300 digits"
-        raise ContractError([{"path": "", "message": f"malformed JSON: {message}"}]) from None
+        return None, "malformed JSON: " + (str(exc) if str(exc).endswith("is not JSON") else "a number has more than 4300 digits")
     if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(obj):
-        raise ContractError(
-            [{"path": "", "message": "malformed JSON: a string holds an unpaired surrogate escape (such as \\ud800); strings must be valid Unicode"}]
-        )
+        return None, "malformed JSON: a string holds an unpaired surrogate escape (such as \\ud800); strings must be valid Unicode"
+    return obj, None
+
+
+def loads(text: bytes, *, nonfinite_tokens=True):
+    """One JSON document (see parse_json), or ContractError saying what is wrong with it."""
+    obj, problem = parse_json(text, nonfinite_tokens)
+    if problem is not None:
+        raise ContractError([{"path": "", "message": problem}])
     return obj
 
 
@@ -697,6 +715,15 @@ def parse_json_batch(body: bytes) -> Batch:
 
 NDJSON_TYPES = ("run", "phase", "point", "event")
 _LINE_PATH = re.compile(r"lines\[(\d+)\]")
+_BLANK_LINE = re.compile(rb"^[ \t\r\f\v]*$", re.MULTILINE)
+
+
+def _check_line_count(body: bytes):
+    """More lines than a request can hold is a 413 before any is parsed: time stays bounded by MAX_LINES."""
+    lines = body.count(b"\n") + 1 - _BLANK_LINE.subn(b"", body)[1]
+    if lines > MAX_LINES:
+        raise TooLarge(f"body has {lines} lines; at most {MAX_LINES} per request ({MAX_ITEMS} points and events, "
+                       f"{MAX_PHASES} phases and a run line) — split the batch")
 
 
 def parse_ndjson(body: bytes, batch_id: str | None = None) -> Batch:
@@ -704,6 +731,7 @@ def parse_ndjson(body: bytes, batch_id: str | None = None) -> Batch:
     check_body_size(len(body))
     if not body.strip():
         raise ContractError([{"path": "", "message": "empty body: send at least one NDJSON line"}])
+    _check_line_count(body)
     errors = _Errors()
     if batch_id is not None and len(batch_id) > 128:
         errors.add("X-Batch-Id", f"batch id is longer than 128 characters ({len(batch_id)})")
@@ -719,13 +747,12 @@ def parse_ndjson(body: bytes, batch_id: str | None = None) -> Batch:
         if not raw.strip():
             continue
         path = f"lines[{number}]"
-        try:
-            obj = loads(raw)
-        except ContractError as exc:
-            errors.add(path, f"line {number}: {exc.errors[0]['message']}")
-            continue
-        if type(obj) is not dict:
-            errors.add(path, f"line {number}: each line must be a JSON object, got {_describe(obj)}")
+        obj, problem = parse_json(raw, describe=not errors.full)
+        if problem is not None or type(obj) is not dict:
+            if errors.full:  # two million bad lines: count them, describe the first hundred
+                errors.count += 1
+            else:
+                errors.add(path, f"line {number}: {problem or 'each line must be a JSON object, got ' + _describe(obj)}")
             continue
         kind = obj.get("type")
         if kind not in NDJSON_TYPES:
