@@ -5,6 +5,7 @@ its fields: types, ranges, enums, patterns) and their validation (`read_query`),
 so the schema cannot claim a bound the view does not enforce.
 """
 from django.core.validators import RegexValidator
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
 from ingest.contract import COMPONENT_RE, CONDITIONS, METRIC_RE, MAX_STEP, RUN_ID_RE
@@ -18,13 +19,25 @@ def pattern_field(regex, what, limit, **kwargs):
     return serializers.CharField(max_length=limit, trim_whitespace=False, validators=[validator], **kwargs)
 
 
+# PostgreSQL cannot store it: documented as a pattern, and refused wherever text is taken.
+NO_NUL = RegexValidator(r"\A[^\x00]*\Z", "must not contain the NUL character")
+
+
 def step_field(**kwargs):
     return serializers.IntegerField(required=False, min_value=0, max_value=MAX_STEP, **kwargs)
 
 
+# Run ids may hold "/": the routes take the rest of the path, the schema the contract's pattern.
+RUN_ID_PARAMETER = OpenApiParameter("run_id", str, OpenApiParameter.PATH, pattern=f"^{RUN_ID_RE.pattern}$",
+                                    description="run id")
+
+
 def read_query(request, serializer_class) -> dict:
-    """The request's query parameters through `serializer_class`: a 400 naming each bad one."""
-    query = serializer_class(data=request.query_params)
+    """The request's query parameters through `serializer_class`: a 400 naming each bad one.
+
+    Read as a plain mapping, not as a form: an empty `?state=` is a value to check, not a parameter left out.
+    """
+    query = serializer_class(data=request.query_params.dict())
     query.is_valid(raise_exception=True)
     return query.validated_data
 
@@ -114,3 +127,50 @@ class RunDetailSerializer(RunSummarySerializer):
             {"metric": s.metric, "component": s.component or None, "layer": s.layer, "last_step": s.max_step}
             for s in run.series.order_by("layer", "metric", "component")
         ]
+
+
+class _AcceptedSerializer(serializers.Serializer):
+    points = serializers.IntegerField(min_value=0)
+    events = serializers.IntegerField(min_value=0)
+    phases = serializers.IntegerField(min_value=0)
+
+
+class _ActionSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(["stop", "rewind"])
+    alert = serializers.IntegerField()
+    rule = serializers.CharField()
+
+
+class IngestResponseSerializer(serializers.Serializer):
+    run = serializers.CharField()
+    accepted = _AcceptedSerializer()
+    duplicate = serializers.BooleanField(help_text="true when this batch_id was stored before (nothing stored again)")
+    actions = _ActionSerializer(many=True, help_text="open stop/rewind directives of the run (always [] in read-only projects)")
+
+
+class _PointSerializer(serializers.Serializer):
+    step = serializers.IntegerField()
+    value = serializers.JSONField(help_text='a number, or "NaN", "Infinity", "-Infinity"')
+    attempt = serializers.IntegerField(required=False, help_text="with attempt=all")
+
+
+class PointsResponseSerializer(serializers.Serializer):
+    run = serializers.CharField()
+    metric = serializers.CharField()
+    component = serializers.CharField(allow_null=True)
+    points = _PointSerializer(many=True)
+
+
+class _EventSerializer(serializers.Serializer):
+    step = serializers.IntegerField()
+    component = serializers.CharField()
+    condition = serializers.CharField()
+    magnitude = serializers.JSONField(help_text='a number, or "NaN", "Infinity", "-Infinity"')
+    time = serializers.FloatField(allow_null=True)
+    detail = serializers.JSONField(allow_null=True)
+    attempt = serializers.IntegerField()
+
+
+class EventsResponseSerializer(serializers.Serializer):
+    run = serializers.CharField()
+    events = _EventSerializer(many=True)

@@ -1,8 +1,7 @@
 import math
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -10,9 +9,14 @@ from rest_framework.views import APIView
 from ingest.auth import ProjectTokenAuthentication, ProjectTokenUser
 from ingest.contract import ContractError, check_body_size, error_body, parse_json_batch, parse_ndjson
 from ingest.models import Event, Series
+from ingest import openapi
 from ingest.serializers import (
+    RUN_ID_PARAMETER,
     EventsQuerySerializer,
+    EventsResponseSerializer,
+    IngestResponseSerializer,
     PointsQuerySerializer,
+    PointsResponseSerializer,
     RunDetailSerializer,
     RunSummarySerializer,
     read_query,
@@ -20,6 +24,7 @@ from ingest.serializers import (
 from ingest.service import RunOfAnotherProject, ingest_batch
 from ingest.storage import from_db_float, read_points
 from opsconsole.permissions import visible_runs
+from opsconsole.schema import errors
 
 JSON_TYPES = {"application/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"}
@@ -52,9 +57,16 @@ class IngestView(APIView):
     parser_classes = []
 
     @extend_schema(
-        request={"application/json": OpenApiTypes.OBJECT, "application/x-ndjson": OpenApiTypes.STR},
-        responses={202: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 413: OpenApiTypes.OBJECT},
-        description="Contract v1 ingest: a JSON batch or NDJSON lines. 202 stored, 200 duplicate batch_id.",
+        operation_id="ingest",
+        request={"application/json": openapi.BATCH, "application/x-ndjson": openapi.NDJSON},
+        parameters=[OpenApiParameter("X-Batch-Id", str, OpenApiParameter.HEADER, description="NDJSON only: the batch id "
+                                     "(at most 128 characters); a re-sent batch id is a duplicate, not a restart")],
+        responses={
+            202: OpenApiResponse(IngestResponseSerializer, description="stored"),
+            200: OpenApiResponse(IngestResponseSerializer, description="a duplicate batch_id: nothing stored again"),
+            **errors(403, s403="the run id belongs to another project (path `run.id`)"),
+        },
+        description="Contract v1 ingest: a JSON batch or NDJSON lines, plain or gzip (Content-Encoding).",
     )
     def post(self, request):
         content_type = request.content_type.split(";")[0].strip().lower()
@@ -76,14 +88,14 @@ class IngestView(APIView):
 
 
 class RunListView(APIView):
-    @extend_schema(responses=RunSummarySerializer(many=True))
+    @extend_schema(operation_id="runs_list", responses=RunSummarySerializer(many=True))
     def get(self, request):
         runs = visible_runs(request.user).order_by("-last_seen_at", "run_id")
         return Response(RunSummarySerializer(runs, many=True).data)
 
 
 class RunDetailView(APIView):
-    @extend_schema(responses=RunDetailSerializer)
+    @extend_schema(operation_id="runs_retrieve", parameters=[RUN_ID_PARAMETER], responses={200: RunDetailSerializer, **errors(404)})
     def get(self, request, run_id):
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
         return Response(RunDetailSerializer(run).data)
@@ -99,7 +111,8 @@ def wire_value(value: float):
 
 
 class PointsView(APIView):
-    @extend_schema(parameters=[PointsQuerySerializer], responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="runs_points", parameters=[RUN_ID_PARAMETER, PointsQuerySerializer],
+                   responses={200: PointsResponseSerializer, **errors(404)})
     def get(self, request, run_id):
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
         query = read_query(request, PointsQuerySerializer)
@@ -117,7 +130,8 @@ class PointsView(APIView):
 
 
 class EventsView(APIView):
-    @extend_schema(parameters=[EventsQuerySerializer], responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="runs_events", parameters=[RUN_ID_PARAMETER, EventsQuerySerializer],
+                   responses={200: EventsResponseSerializer, **errors(404)})
     def get(self, request, run_id):
         """Job-reported health events of a run, in step order."""
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)

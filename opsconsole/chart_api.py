@@ -12,9 +12,10 @@ from alerts.evaluation import series_selected, chart_band
 from alerts.models import BandSample, Rule, RuleKind
 from ingest.downsample import series_buckets
 from ingest.models import Series
-from ingest.serializers import SeriesQuerySerializer, read_query
+from ingest.serializers import RUN_ID_PARAMETER, SeriesQuerySerializer, read_query
 from ingest.views import wire_value
 from opsconsole.permissions import visible_runs
+from opsconsole.schema import errors
 
 MAX_BUCKETS = 5000
 
@@ -54,7 +55,8 @@ class ChartQuerySerializer(SeriesQuerySerializer):
 
 
 class SeriesChartView(APIView):
-    @extend_schema(parameters=[ChartQuerySerializer], responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="runs_series", parameters=[RUN_ID_PARAMETER, ChartQuerySerializer],
+                   responses={200: OpenApiTypes.OBJECT, **errors(404)})
     def get(self, request, run_id):
         """One series downsampled to buckets (min, max, last, non-finite count each), optionally with its band."""
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)

@@ -144,6 +144,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Ingest contract v1 and the read API of the Warning Light console.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every operation lists the 4xx the request guard and authentication answer everywhere.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "opsconsole.schema.add_common_responses"],
 }
 
 # Celery: eager without Redis, so the embedded console evaluates batches in-process.
