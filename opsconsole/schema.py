@@ -84,7 +84,7 @@ COMMON = (400, 401, 413, 415)
 
 
 # Operations that take nothing without a body (others answer an empty body by its fields).
-BODY_REQUIRED = {"ingest", "alertmanager", "rules_create", "rules_update"}
+BODY_REQUIRED = {"ingest", "alertmanager", "rules_create", "rules_update", "alerts_mute", "alerts_verdict"}
 
 
 def add_common_responses(result, generator, request, public):
