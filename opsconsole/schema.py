@@ -21,28 +21,25 @@ from rest_framework import serializers
 from ingest.contract import MAX_ERRORS
 
 
-class ProjectTokenScheme(OpenApiAuthenticationExtension):
+class _BearerToken(OpenApiAuthenticationExtension):
+    """A token sent as `Authorization: Bearer …` (matches no class itself: target_class is None)."""
+
+    description = ""
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": self.description}
+
+
+class ProjectTokenScheme(_BearerToken):
     target_class = "ingest.auth.ProjectTokenAuthentication"
     name = "projectToken"
-
-    def get_security_definition(self, auto_schema):
-        return {
-            "type": "http",
-            "scheme": "bearer",
-            "description": "A project's ingest token (`manage.py issue_token`): sends telemetry to, and reads, its one project.",
-        }
+    description = "A project's ingest token (`manage.py issue_token`): sends telemetry to, and reads, its one project."
 
 
-class PersonalTokenScheme(OpenApiAuthenticationExtension):
+class PersonalTokenScheme(_BearerToken):
     target_class = "ingest.auth.PersonalTokenAuthentication"
     name = "personalToken"
-
-    def get_security_definition(self, auto_schema):
-        return {
-            "type": "http",
-            "scheme": "bearer",
-            "description": "A user's personal token (`wlu_…`, `manage.py api_token`): acts with that user's roles.",
-        }
+    description = "A user's personal token (`wlu_…`, `manage.py api_token`): acts with that user's roles."
 
 
 class ErrorSerializer(serializers.Serializer):
