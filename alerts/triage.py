@@ -45,12 +45,22 @@ def _record(alert, kind, user, now, note="", **fields):
     return record_change(alert, kind, at=now, by=_actor(user), note=note, **fields)
 
 
+# A note or a mute's reason: a few paragraphs at most.
+MAX_TEXT = 4000
+# Row ids are 64-bit: a larger number names no row, and SQLite cannot even compare one.
+MAX_ID = 2**63 - 1
+
+
 def _text(value, field):
     """A free-text field: None is empty, text is stripped, anything else (a number, a list) is refused by name."""
     if value is None:
         return ""
     if not isinstance(value, str):
         raise ValidationError({field: f"{field} must be text"})
+    if "\x00" in value:
+        raise ValidationError({field: f"{field} must not contain the NUL character"})
+    if len(value) > MAX_TEXT:
+        raise ValidationError({field: f"{field} is {len(value)} characters long; at most {MAX_TEXT} are allowed"})
     return value.strip()
 
 
@@ -125,15 +135,20 @@ def parse_expiry(expires_at=None, duration_minutes=None, now=None):
         return now + timedelta(minutes=minutes)
     if not given(expires_at):
         return None
-    if isinstance(expires_at, datetime):
-        when = expires_at
-    else:
-        when = parse_datetime(str(expires_at).strip()) if isinstance(expires_at, str) else None
-        if when is None:
-            raise ValidationError({"expires_at": "expires_at must be an ISO 8601 date-time, e.g. 2026-12-01T18:00:00Z"})
+    when = expires_at if isinstance(expires_at, datetime) else None
+    if isinstance(expires_at, str):
+        try:
+            when = parse_datetime(expires_at.strip())
+        except ValueError:  # well formed, but no date: February 30th, an offset of 99 hours
+            when = None
+    if when is None:
+        raise ValidationError({"expires_at": "expires_at must be an ISO 8601 date-time, e.g. 2026-12-01T18:00:00Z"})
     if timezone.is_naive(when):
         when = when.replace(tzinfo=dt_timezone.utc)
-    return when
+    try:
+        return when.astimezone(dt_timezone.utc)
+    except OverflowError:  # 9999-12-31T23:59-23:59 is past the last instant a date can hold
+        raise ValidationError({"expires_at": "expires_at is beyond the year 9999"}) from None
 
 
 def mute(alert, user, scope, reason, expires_at=None, *, duration_minutes=None, now=None):
@@ -270,7 +285,9 @@ def inbox_alerts(user, state="open", project=None, rule=None, run=None):
         try:
             rule_id = int(str(rule).strip())
         except ValueError:
-            errors["rule"] = "rule must be a rule id (a number)"
+            rule_id = 0
+        if not 1 <= rule_id <= MAX_ID:
+            errors["rule"] = f"rule must be a rule id (a whole number from 1 to {MAX_ID})"
     if errors:
         raise ValidationError(errors)
     alerts = Alert.objects.filter(run__project__in=visible_projects(user)).select_related("rule", "run__project")

@@ -8,17 +8,64 @@ project token acting gets 403, anyone outside the project 404. Bad input is a
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions, status
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from alerts import triage
-from alerts.alert_views import alert_as_dict
-from alerts.models import Alert, Mute
+from alerts.alert_views import AlertSerializer, alert_as_dict
+from alerts.models import MAX_MUTE_DURATION, Alert, ChangeKind, Mute, MuteScope, Verdict
+from ingest.contract import RUN_ID_RE
+from ingest.serializers import pattern_field, read_query
 from opsconsole.permissions import can_triage, visible_projects
+from opsconsole.schema import errors
+
+
+class ChangeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(ChangeKind.values)
+    step = serializers.IntegerField(allow_null=True)
+    at = serializers.DateTimeField()
+    by = serializers.CharField(allow_null=True, help_text="who; null for the console's own rows")
+    note = serializers.CharField(allow_blank=True)
+    verdict = serializers.CharField(allow_null=True)
+
+
+class MuteSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    project = serializers.CharField()
+    scope = serializers.ChoiceField(MuteScope.values)
+    rule = serializers.IntegerField()
+    run = serializers.CharField(allow_null=True)
+    component = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+    expires_at = serializers.DateTimeField()
+    created_by = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    ended_at = serializers.DateTimeField(allow_null=True)
+    active = serializers.BooleanField()
+
+
+class InboxItemSerializer(AlertSerializer):
+    project = serializers.CharField()
+
+
+class AlertDetailSerializer(InboxItemSerializer):
+    changes = ChangeSerializer(many=True)
+    mutes = MuteSerializer(many=True, help_text="the active mutes covering the alert")
+
+
+class ActionResultSerializer(serializers.Serializer):
+    alert = AlertDetailSerializer()
+    change = ChangeSerializer(allow_null=True, help_text="null when nothing changed (acknowledged or resolved already)")
+
+
+class MuteResultSerializer(serializers.Serializer):
+    alert = AlertDetailSerializer()
+    mute = MuteSerializer()
+    muted = serializers.ListField(child=serializers.IntegerField(), help_text="ids of the open alerts it muted")
 
 
 def change_as_dict(change) -> dict:
@@ -78,7 +125,7 @@ def _body(request) -> dict:
 
 
 class AlertDetailView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="alerts_retrieve", responses={200: AlertDetailSerializer, **errors(404)})
     def get(self, request, pk):
         """One alert with every change (kind, step, who, when, note, verdict) and the active mutes covering it."""
         return Response(alert_detail(visible_alert(request.user, pk)))
@@ -90,7 +137,7 @@ class _AlertActionView(APIView):
     def act(self, alert, user, body) -> dict:
         raise NotImplementedError
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses={200: ActionResultSerializer, **errors(403, 404)})
     def post(self, request, pk):
         alert = visible_alert(request.user, pk)
         if not can_triage(request.user, alert.run.project):
@@ -103,6 +150,36 @@ class _AlertActionView(APIView):
         return Response({"alert": alert_detail(alert), **result}, status=self.created_status)
 
 
+# The action bodies as the schema documents them; alerts/triage.py checks them (for the inbox page too).
+# What a schema cannot say: the alert's state (a resolved alert cannot be acknowledged or muted) and a
+# mute's expiry window (in the future, at most 7 days ahead).
+_NOTE = {"type": "string", "maxLength": triage.MAX_TEXT, "pattern": "^[^\\u0000]*$"}
+_SAID = {**_NOTE, "pattern": "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$", "description": "not blank"}
+RESOLVE_BODY = {"type": "object", "properties": {"note": {**_NOTE, "nullable": True}}}
+VERDICT_BODY = {
+    "type": "object",
+    "required": ["verdict"],
+    "oneOf": [
+        {"properties": {"verdict": {"enum": ["actionable"]}, "note": {**_NOTE, "nullable": True}}},
+        {"properties": {"verdict": {"enum": ["false_alarm"]}, "note": _SAID}, "required": ["note"],
+         "description": "a false alarm needs a note saying why"},
+    ],
+    "properties": {"verdict": {"type": "string", "enum": Verdict.values}, "note": {**_NOTE, "nullable": True}},
+}
+MUTE_BODY = {
+    "type": "object",
+    "required": ["scope", "reason"],
+    "properties": {
+        "scope": {"type": "string", "enum": MuteScope.values},
+        "reason": _SAID,
+        "expires_at": {"type": "string", "format": "date-time", "description": "in the future, at most 7 days ahead"},
+        "duration_minutes": {"type": "integer", "minimum": 1, "maximum": int(MAX_MUTE_DURATION.total_seconds() // 60)},
+    },
+    "oneOf": [{"required": ["expires_at"]}, {"required": ["duration_minutes"]}],
+}
+
+
+@extend_schema_view(post=extend_schema(operation_id="alerts_acknowledge", request=None))
 class AcknowledgeView(_AlertActionView):
     """Firing or muted → acknowledged; `change` is null when it was acknowledged already."""
 
@@ -111,6 +188,7 @@ class AcknowledgeView(_AlertActionView):
         return {"change": change and change_as_dict(change)}
 
 
+@extend_schema_view(post=extend_schema(operation_id="alerts_resolve", request={"application/json": RESOLVE_BODY}))
 class ResolveView(_AlertActionView):
     """Resolve by hand, with an optional `note`; `change` is null when it was resolved already."""
 
@@ -119,6 +197,7 @@ class ResolveView(_AlertActionView):
         return {"change": change and change_as_dict(change)}
 
 
+@extend_schema_view(post=extend_schema(operation_id="alerts_verdict", request={"application/json": VERDICT_BODY}))
 class VerdictView(_AlertActionView):
     """{"verdict": "actionable" | "false_alarm", "note": …} (a note is required for a false alarm)."""
 
@@ -127,6 +206,8 @@ class VerdictView(_AlertActionView):
         return {"change": change_as_dict(change)}
 
 
+@extend_schema_view(post=extend_schema(operation_id="alerts_mute", request={"application/json": MUTE_BODY},
+                                       responses={201: MuteResultSerializer, **errors(403, 404)}))
 class MuteView(_AlertActionView):
     """{"scope": "rule" | "run" | "component", "reason": …, "expires_at": ISO 8601 | "duration_minutes": N}."""
 
@@ -143,26 +224,25 @@ class InboxPagination(LimitOffsetPagination):
     max_limit = 500
 
 
+class InboxQuerySerializer(serializers.Serializer):
+    state = serializers.ChoiceField(triage.INBOX_STATES, required=False, default="open")
+    project = serializers.SlugField(required=False, max_length=64, help_text="project slug")
+    rule = serializers.IntegerField(required=False, min_value=1, max_value=triage.MAX_ID, help_text="rule id")
+    run = pattern_field(RUN_ID_RE, "run", 128, required=False, help_text="run id")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=InboxPagination.max_limit,
+                                     default=InboxPagination.default_limit)
+    offset = serializers.IntegerField(required=False, min_value=0, max_value=triage.MAX_ID, default=0)
+
+
 class InboxView(APIView):
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("state", str, enum=triage.INBOX_STATES, description="default open"),
-            OpenApiParameter("project", str, description="project slug"),
-            OpenApiParameter("rule", int, description="rule id"),
-            OpenApiParameter("run", str, description="run id"),
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
-        ],
-        responses=OpenApiTypes.OBJECT,
-    )
+    pagination_class = InboxPagination
+
+    @extend_schema(operation_id="inbox_list", parameters=[InboxQuerySerializer], responses=InboxItemSerializer(many=True))
     def get(self, request):
         """Alerts across the runs the caller may see, newest first: {count, next, previous, results}."""
-        params = request.query_params
-        try:
-            alerts = triage.inbox_alerts(request.user, state=params.get("state"), project=params.get("project"),
-                                         rule=params.get("rule"), run=params.get("run"))
-        except DjangoValidationError as exc:
-            raise exceptions.ValidationError(exc.message_dict) from None
-        paginator = InboxPagination()
+        query = read_query(request, InboxQuerySerializer)
+        alerts = triage.inbox_alerts(request.user, state=query["state"], project=query.get("project"),
+                                     rule=query.get("rule"), run=query.get("run"))
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(alerts, request, view=self)
         return paginator.get_paginated_response([inbox_item(a) for a in page])

@@ -30,7 +30,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest.auth import ProjectTokenAuthentication
-from ingest.contract import COMPONENT_RE, CONDITIONS, MAX_ITEMS, MAX_STEP, RUN_ID_RE, Batch, ContractError, check_body_size, loads
+from ingest.contract import COMPONENT_RE, CONDITIONS, MAX_ITEMS, MAX_STEP, RUN_ID_RE, Batch, ContractError, OutOfRange, check_body_size, loads
 from ingest.models import BatchReceipt, Condition, Event, EventSource, Layer, Run
 from ingest.service import RunOfAnotherProject, locked_run, queue_evaluation
 from ingest.storage import db_float
@@ -101,6 +101,8 @@ def _text(value):
         return str(wire_value(value))  # bare NaN, 1e400 → "NaN", "Infinity"
     if kind is int:
         return str(value)
+    if kind is OutOfRange:  # a literal beyond the float range (1e400), as the contract's parser leaves it
+        return "-Infinity" if value.text.lstrip().startswith("-") else "Infinity"
     if value is None:
         return ""
     return None
@@ -331,7 +333,7 @@ class AlertmanagerView(APIView):
             notification = parse_webhook(request_body(request), project.catch_all_run_id)
             opened, ended = store_alerts(project, notification.alerts)
         except ContractError as exc:
-            return Response({"errors": exc.errors}, status=exc.status)
+            return Response(exc.body(), status=exc.status)
         except RunOfAnotherProject:
             # Only a catch-all taken before it was reserved can get here.
             return Response({"errors": [{"path": "alerts[].labels.run", "message":

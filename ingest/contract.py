@@ -9,10 +9,13 @@ against the contract's own JSON Schema file.
 
 Every problem found is reported with its path (`points[3].value`, or
 `lines[7].value` for NDJSON, lines counted from 1 as an editor does); nothing is
-stored unless the whole batch is valid.
+stored unless the whole batch is valid. An error list stops growing at
+MAX_ERRORS (the rest are counted), and every bound below is checked before the
+work it bounds, so a hostile 4 MiB body costs a bounded amount of memory and time.
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -21,10 +24,22 @@ from datetime import datetime
 
 import orjson
 
-MAX_ITEMS = 10_000
-MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_ITEMS = 10_000  # points and events per request
+MAX_PHASES = 10_000  # phase entries per request
+MAX_LINES = MAX_ITEMS + MAX_PHASES + 1  # non-blank NDJSON lines: every point, event and phase, and a run line
+MAX_BODY_BYTES = 4 * 1024 * 1024  # after any Content-Encoding is undone
 MAX_STEP = 9_007_199_254_740_991
 MAX_DETAIL_BYTES = 4096
+MAX_CONFIG_BYTES = 256 * 1024  # run.config as JSON
+MAX_TAGS = 256
+MAX_TAG_KEY = 128
+# Unix seconds up to 2200-01-01: every time can become a date, and nothing legitimate is later.
+MAX_TIME = 7_258_118_400
+# Arrays/objects nested deeper than this anywhere in a JSON document (a request body, an NDJSON
+# line) are refused: deep enough for any real config, shallow enough that nothing recurses out of stack.
+MAX_JSON_DEPTH = 64
+# An error list stops here; the response says how many more there were.
+MAX_ERRORS = 100
 
 PHASES = ("warmup", "steady", "lr_decay", "eval", "checkpoint", "data_refresh", "restart", "cooldown")
 LAYERS = ("system", "data", "numerics", "optimization", "generalization")
@@ -77,14 +92,28 @@ def phase_kind(phase: str) -> str:
     return phase if phase in PHASES else "steady"
 
 
+def error_body(errors, total=None) -> dict:
+    """The API's error body: the first MAX_ERRORS errors, and `more_errors` when there were more."""
+    shown = errors[:MAX_ERRORS]
+    body = {"errors": shown}
+    more = (len(errors) if total is None else total) - len(shown)
+    if more > 0:
+        body["more_errors"] = more
+    return body
+
+
 class ContractError(Exception):
-    """The batch breaks the contract: HTTP 400 with every error found."""
+    """The request breaks the contract: HTTP 400 with the errors found (at most MAX_ERRORS, and the total)."""
 
     status = 400
 
-    def __init__(self, errors):
+    def __init__(self, errors, total=None):
         super().__init__(errors[0]["message"] if errors else "invalid batch")
-        self.errors = errors
+        self.errors = errors[:MAX_ERRORS]
+        self.total = max(total or 0, len(errors))
+
+    def body(self) -> dict:
+        return error_body(self.errors, self.total)
 
 
 class TooLarge(ContractError):
@@ -131,16 +160,69 @@ class Batch:
 
 
 class _Errors:
+    """The errors of one request: the first MAX_ERRORS kept, every one counted."""
+
     def __init__(self):
         self.items = []
+        self.count = 0
 
     def add(self, path, message):
-        self.items.append({"path": path, "message": message})
+        self.count += 1
+        if self.count <= MAX_ERRORS:
+            self.items.append({"path": path, "message": message})
+
+    @property
+    def full(self) -> bool:
+        """Further errors are only counted: a caller on a hot loop may count without writing the message."""
+        return self.count >= MAX_ERRORS
 
     def unknown(self, path, obj, allowed):
         for key in obj:
             if key not in allowed:
-                self.add(f"{path}.{key}" if path else key, f"unknown field {key!r}")
+                self.add(_join(path, key), f"unknown field {_shown(key)!r}")
+
+    def raise_if_any(self):
+        if self.count:
+            raise ContractError(self.items, self.count)
+
+
+def _shown(key: str, limit=64) -> str:
+    """A sender's key as an error quotes it: never more than `limit` characters of it."""
+    return key if len(key) <= limit else key[:limit] + "…"
+
+
+def _join(path, key) -> str:
+    return f"{path}.{_shown(key)}" if path else _shown(key)
+
+
+def _child(path, key, in_object) -> str:
+    return _join(path, key) if in_object else f"{path}[{key}]"
+
+
+class OutOfRange:
+    """A JSON number literal beyond the 64-bit float range (1e400), as `loads` leaves it.
+
+    One rule for every field: such a number is refused, naming the field, where an
+    integer beyond the range (10**400) is refused too. A non-finite value is written
+    as the string "NaN", "Infinity" or "-Infinity" (or Python's bare tokens) and is data.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+
+def _parse_float(text):
+    number = float(text)
+    return number if number - number == 0 else OutOfRange(text)
+
+
+def _beyond_float_range(value) -> bool:
+    return type(value) is OutOfRange or (type(value) is int and _finite_float(value) is None)
+
+
+TOO_LARGE = "is too large for a 64-bit float (beyond ±1.8e308)"
 
 
 def _describe(value):
@@ -153,6 +235,8 @@ def _describe(value):
     if isinstance(value, (int, float)):
         shown = repr(value)
         return f"the number {shown}" if len(shown) <= 40 else f"a number of {len(shown)} digits"
+    if isinstance(value, OutOfRange):
+        return f"the number {value.text[:40]} (beyond the 64-bit float range)"
     if isinstance(value, list):
         return "an array"
     if isinstance(value, dict):
@@ -185,12 +269,11 @@ def _value(value, path, errors):
     kind = type(value)
     if kind is float:
         return value
-    if kind is int:
-        try:
-            return float(value)
-        except OverflowError:
-            errors.add(path, "value is too large for a 64-bit float")
-            return None
+    if kind is int or kind is OutOfRange:
+        number = _finite_float(value) if kind is int else None
+        if number is None:
+            errors.add(path, f'value {TOO_LARGE}; write a non-finite value as the string "Infinity" or "-Infinity"')
+        return number
     if kind is str:
         parsed = NONFINITE_STRINGS.get(value)
         if parsed is not None:
@@ -211,9 +294,9 @@ def _finite_float(value):
 
 
 def _time(value, path, errors):
-    if type(value) in (int, float) and (when := _finite_float(value)) is not None and when >= 0:
+    if type(value) in (int, float) and (when := _finite_float(value)) is not None and 0 <= when <= MAX_TIME:
         return when
-    errors.add(path, f"time must be Unix seconds (a number ≥ 0), got {_describe(value)}")
+    errors.add(path, f"time must be Unix seconds from 0 to {MAX_TIME} (the year 2200), got {_describe(value)}")
     return None
 
 
@@ -245,34 +328,62 @@ def _string(value, path, errors, limit, minimum=0):
     return None
 
 
-def _storable_json(obj, path, errors):
-    """Free-form JSON (config, detail) as the database can hold it, in place.
+def storable_json(obj, path, errors, level=1):
+    """Free-form JSON (config, detail, an API request body) as the database can hold it, in place.
 
+    `level` is how deep `obj` sits in its document (the document itself is 1).
     Non-finite numbers (bare NaN/Infinity tokens) become the contract's strings
     "NaN", "Infinity", "-Infinity", as the API writes them everywhere; a NUL
-    character in a key or string is an error (PostgreSQL cannot store it).
+    character in a key or string (PostgreSQL cannot store it), a number beyond
+    the float range, and nesting deeper than MAX_JSON_DEPTH are errors.
     Iterative, so deep nesting cannot exhaust the stack.
     """
-    stack = [(obj, path)]
+    kind = type(obj)
+    if kind is not dict and kind is not list:
+        if kind is str and "\x00" in obj:
+            errors.add(path, "must not contain the NUL character (\\u0000)")
+        elif _beyond_float_range(obj):
+            errors.add(path, TOO_LARGE)
+        return obj
+    stack = [(obj, path, level)]
     while stack:
-        container, where = stack.pop()
-        keys = container.keys() if type(container) is dict else range(len(container))
-        for key in list(keys):
+        container, where, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            errors.add(where, f"nested too deeply: at most {MAX_JSON_DEPTH} levels of arrays and objects in a JSON document")
+            continue
+        is_dict = type(container) is dict
+        for key in list(container) if is_dict else range(len(container)):
             item = container[key]
-            at = f"{where}.{key}" if type(container) is dict else f"{where}[{key}]"
-            if type(container) is dict and "\x00" in key:
-                errors.add(at, "keys must not contain the NUL character (\\u0000)")
             kind = type(item)
-            if kind is float and not math.isfinite(item):
-                container[key] = "NaN" if item != item else ("Infinity" if item > 0 else "-Infinity")
-            elif kind is str and "\x00" in item:
-                errors.add(at, "must not contain the NUL character (\\u0000)")
+            if is_dict and "\x00" in key:
+                errors.add(_join(where, key), "keys must not contain the NUL character (\\u0000)")
+            if kind is float:
+                if item - item != 0:
+                    container[key] = "NaN" if item != item else ("Infinity" if item > 0 else "-Infinity")
+            elif kind is str:
+                if "\x00" in item:
+                    errors.add(_child(where, key, is_dict), "must not contain the NUL character (\\u0000)")
             elif kind is dict or kind is list:
-                stack.append((item, at))
+                stack.append((item, _child(where, key, is_dict), depth + 1))
+            elif _beyond_float_range(item):
+                errors.add(_child(where, key, is_dict), TOO_LARGE)
     return obj
 
 
-def validate_run(obj, path, errors) -> dict | None:
+def check_json_document(obj):
+    """Any JSON request body of the API: storable, in range, within MAX_JSON_DEPTH; ContractError naming each path."""
+    errors = _Errors()
+    storable_json(obj, "", errors)
+    errors.raise_if_any()
+    return obj
+
+
+def _json_size(obj) -> int:
+    return len(json.dumps(obj))
+
+
+def validate_run(obj, path, errors, level=2) -> dict | None:
+    """The run object; `level` is its depth in the document (2 in a JSON batch, 1 as an NDJSON line)."""
     if type(obj) is not dict:
         errors.add(path, f"run must be an object, got {_describe(obj)}")
         return None
@@ -286,23 +397,42 @@ def validate_run(obj, path, errors) -> dict | None:
         if key in obj:
             run[key] = _string(obj[key], f"{path}.{key}", errors, limit)
     if "config" in obj:
-        if type(obj["config"]) is dict:
-            run["config"] = _storable_json(obj["config"], f"{path}.config", errors)
-        else:
-            errors.add(f"{path}.config", f"config must be an object, got {_describe(obj['config'])}")
+        run["config"] = _free_form(obj["config"], f"{path}.config", errors, level + 1, MAX_CONFIG_BYTES, "config")
     if "tags" in obj:
-        tags = obj["tags"]
-        if type(tags) is not dict:
-            errors.add(f"{path}.tags", f"tags must be an object of strings, got {_describe(tags)}")
-        else:
-            for key, tag in tags.items():
-                if "\x00" in key:
-                    errors.add(f"{path}.tags.{key}", "tag names must not contain the NUL character (\\u0000)")
-                _string(tag, f"{path}.tags.{key}", errors, 256)
-            run["tags"] = tags
+        run["tags"] = _tags(obj["tags"], f"{path}.tags", errors)
     if "budget" in obj:
         run["budget"] = _budget(obj["budget"], f"{path}.budget", errors)
     return run
+
+
+def _free_form(obj, path, errors, level, limit, what):
+    """config or detail: an object of any JSON, storable, at most `limit` bytes as JSON."""
+    if type(obj) is not dict:
+        errors.add(path, f"{what} must be an object, got {_describe(obj)}")
+        return None
+    before = errors.count
+    storable_json(obj, path, errors, level)
+    # Measured only once the walk found it storable: a number beyond the float range cannot be written.
+    if errors.count == before and _json_size(obj) > limit:
+        errors.add(path, f"{what} must be at most {limit} bytes as JSON")
+    return obj
+
+
+def _tags(tags, path, errors):
+    if type(tags) is not dict:
+        errors.add(path, f"tags must be an object of strings, got {_describe(tags)}")
+        return None
+    if len(tags) > MAX_TAGS:
+        errors.add(path, f"a run has at most {MAX_TAGS} tags, got {len(tags)}")
+        return None
+    for key, tag in tags.items():
+        at = _join(path, key)
+        if "\x00" in key:
+            errors.add(at, "tag names must not contain the NUL character (\\u0000)")
+        elif len(key) > MAX_TAG_KEY:
+            errors.add(at, f"tag names are at most {MAX_TAG_KEY} characters long, got {len(key)}")
+        _string(tag, at, errors, 256)
+    return tags
 
 
 def _budget(obj, path, errors):
@@ -314,8 +444,8 @@ def _budget(obj, path, errors):
         steps = obj["steps"]
         if type(steps) is float and math.isfinite(steps) and steps == int(steps):
             obj["steps"] = steps = int(steps)
-        if not (type(steps) is int and steps >= 1):
-            errors.add(f"{path}.steps", f"budget.steps must be an integer ≥ 1, got {_describe(steps)}")
+        if not (type(steps) is int and 1 <= steps <= MAX_STEP):
+            errors.add(f"{path}.steps", f"budget.steps must be an integer from 1 to {MAX_STEP}, got {_describe(steps)}")
     if "gpu_hours" in obj:
         hours = obj["gpu_hours"]
         if not (type(hours) in (int, float) and (_finite_float(hours) or 0) > 0):
@@ -336,11 +466,11 @@ def validate_phase(obj, path, errors, position=0) -> Phase | None:
         errors.add(path, f"a phase must be an object, got {_describe(obj)}")
         return None
     errors.unknown(path, obj, PHASE_FIELDS)
-    before = len(errors.items)
+    before = errors.count
     step = _step(obj["step"], f"{path}.step", errors) if "step" in obj else errors.add(f"{path}.step", "step is required")
     name = _string(obj["phase"], f"{path}.phase", errors, 64, 1) if "phase" in obj else errors.add(f"{path}.phase", "phase is required")
     when = _time(obj["time"], f"{path}.time", errors) if "time" in obj else None
-    if len(errors.items) > before:
+    if errors.count > before:
         return None
     return Phase(step=step, phase=name, time=when, position=position)
 
@@ -378,9 +508,9 @@ def fast_point(obj, names):
         expected += 1
     if when is not None:
         if type(when) is float:
-            if not 0 <= when < math.inf:
+            if not 0 <= when <= MAX_TIME:
                 return None
-        elif type(when) is not int or not 0 <= when <= _FLOAT_EXACT_INT:
+        elif type(when) is not int or not 0 <= when <= MAX_TIME:
             return None
         when = float(when)
         expected += 1
@@ -393,7 +523,7 @@ def validate_point(obj, path, errors, metric_cache):
     if type(obj) is not dict:
         errors.add(path, f"a point must be an object, got {_describe(obj)}")
         return None
-    before = len(errors.items)
+    before = errors.count
     if len(obj) > 3 or "step" not in obj or "metric" not in obj or "value" not in obj:
         errors.unknown(path, obj, POINT_FIELDS)
         for key in ("step", "metric", "value"):
@@ -416,17 +546,18 @@ def validate_point(obj, path, errors, metric_cache):
         errors.add(f"{path}.layer", f"layer must be one of {', '.join(LAYERS)}, got {_describe(layer)}")
     elif "layer" in obj and layer is None:
         errors.add(f"{path}.layer", f"layer must be one of {', '.join(LAYERS)}, got null")
-    if len(errors.items) > before:
+    if errors.count > before:
         return None
     return (step, metric, component, value, when, layer)
 
 
-def validate_event(obj, path, errors) -> Event | None:
+def validate_event(obj, path, errors, level=3) -> Event | None:
+    """An event; `level` is its depth in the document (3 in a JSON batch, 1 as an NDJSON line)."""
     if type(obj) is not dict:
         errors.add(path, f"an event must be an object, got {_describe(obj)}")
         return None
     errors.unknown(path, obj, EVENT_FIELDS)
-    before = len(errors.items)
+    before = errors.count
     for key in ("step", "component", "condition", "magnitude"):
         if key not in obj:
             errors.add(f"{path}.{key}", f"{key} is required")
@@ -437,46 +568,69 @@ def validate_event(obj, path, errors) -> Event | None:
         errors.add(f"{path}.condition", f"condition must be one of {', '.join(CONDITIONS)}, got {_describe(condition)}")
     magnitude = obj.get("magnitude")
     if "magnitude" in obj:
-        if type(magnitude) is int:
-            magnitude = _finite_float(magnitude)
-            if magnitude is None:
-                errors.add(f"{path}.magnitude", "magnitude is too large for a 64-bit float")
+        if _beyond_float_range(magnitude):
+            errors.add(f"{path}.magnitude", f"magnitude {TOO_LARGE}")
+        elif type(magnitude) is int:
+            magnitude = float(magnitude)
         elif type(magnitude) is not float:
             errors.add(f"{path}.magnitude", f"magnitude must be a number, got {_describe(magnitude)}")
     when = _time(obj["time"], f"{path}.time", errors) if "time" in obj else None
     detail = obj.get("detail")
     if "detail" in obj:
-        if type(detail) is not dict:
-            errors.add(f"{path}.detail", f"detail must be an object, got {_describe(detail)}")
-        elif len(json.dumps(_storable_json(detail, f"{path}.detail", errors))) > MAX_DETAIL_BYTES:
-            errors.add(f"{path}.detail", f"detail must be at most {MAX_DETAIL_BYTES} bytes as JSON")
-    if len(errors.items) > before:
+        detail = _free_form(detail, f"{path}.detail", errors, level + 1, MAX_DETAIL_BYTES, "detail")
+    if errors.count > before:
         return None
     return Event(step=step, component=component, condition=condition, magnitude=magnitude, time=when, detail=detail)
 
 
-def loads(text: bytes):
-    """Parse JSON; accepts the bare NaN/Infinity/-Infinity tokens that Python's json writes."""
+def _refuse_constant(token):
+    raise ValueError(f"{token} is not JSON")
+
+
+# Built once: json.loads with keyword arguments builds a decoder on every call.
+_DECODERS = {
+    True: json.JSONDecoder(parse_float=_parse_float),
+    False: json.JSONDecoder(parse_float=_parse_float, parse_constant=_refuse_constant),
+}
+
+
+def parse_json(text: bytes, nonfinite_tokens=True, describe=True):
+    """One JSON document as (document, None), or (None, what is wrong with it).
+
+    With `nonfinite_tokens` (the ingest contract) the bare NaN/Infinity/-Infinity
+    tokens that Python's json writes are accepted as those values. A number
+    literal beyond the float range is left as an `OutOfRange` for the field's
+    check to refuse by name; orjson refuses it (and nesting past 1,024 levels)
+    itself, so only the rare document it refuses takes the slower standard parser
+    (whose messages the API gives). Without `describe` a document that parser
+    could not rescue is refused at once, with no message.
+    """
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        pass
+        return orjson.loads(text), None
+    except orjson.JSONDecodeError as exc:
+        rescuable = str(exc).startswith("number is infinity") or (nonfinite_tokens and (b"NaN" in text or b"Infinity" in text))
+        if not (describe or rescuable):
+            return None, ""
     try:
-        obj = json.loads(text)
+        obj = _DECODERS[nonfinite_tokens].decode(text.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
-        raise ContractError([{"path": "", "message": f"body is not UTF-8: {exc.reason} at byte {exc.start}"}]) from None
+        return None, f"body is not UTF-8: {exc.reason} at byte {exc.start}"
     except json.JSONDecodeError as exc:
-        raise ContractError(
-            [{"path": "", "message": f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"}]
-        ) from None
+        return None, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
     except RecursionError:
-        raise ContractError([{"path": "", "message": "malformed JSON: arrays or objects nested too deeply"}]) from None
-    except ValueError:  # Python refuses integer literals of more than 4,300 digits
-        raise ContractError([{"path": "", "message": "malformed JSON: a number has more than 4300 digits"}]) from None
+        return None, f"malformed JSON: nested too deeply (at most {MAX_JSON_DEPTH} levels of arrays and objects)"
+    except ValueError as exc:  # a refused NaN token, or an integer literal of more than 4,300 digits
+        return None, "malformed JSON: " + (str(exc) if str(exc).endswith("is not JSON") else "a number has more than 4300 digits")
     if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(obj):
-        raise ContractError(
-            [{"path": "", "message": "malformed JSON: a string holds an unpaired surrogate escape (such as \\ud800); strings must be valid Unicode"}]
-        )
+        return None, "malformed JSON: a string holds an unpaired surrogate escape (such as \\ud800); strings must be valid Unicode"
+    return obj, None
+
+
+def loads(text: bytes, *, nonfinite_tokens=True):
+    """One JSON document (see parse_json), or ContractError saying what is wrong with it."""
+    obj, problem = parse_json(text, nonfinite_tokens)
+    if problem is not None:
+        raise ContractError([{"path": "", "message": problem}])
     return obj
 
 
@@ -507,9 +661,15 @@ def check_body_size(size: int):
         raise TooLarge(f"body is {size} bytes; at most {MAX_BODY_BYTES} bytes (4 MiB) per request — split the batch")
 
 
-def _check_item_count(count: int):
+def _check_item_count(count: int, phases: int = 0):
     if count > MAX_ITEMS:
         raise TooLarge(f"batch has {count} points and events; at most {MAX_ITEMS} per request — split the batch")
+    if phases > MAX_PHASES:
+        raise TooLarge(f"batch has {phases} phases; at most {MAX_PHASES} per request — split the batch")
+
+
+def _length(items) -> int:
+    return len(items) if type(items) is list else 0
 
 
 def parse_json_batch(body: bytes) -> Batch:
@@ -521,7 +681,7 @@ def parse_json_batch(body: bytes) -> Batch:
         raise ContractError([{"path": "", "message": f"the body must be a JSON object, got {_describe(obj)}"}])
     points = obj.get("points", [])
     events = obj.get("events", [])
-    _check_item_count((len(points) if type(points) is list else 0) + (len(events) if type(events) is list else 0))
+    _check_item_count(_length(points) + _length(events), _length(obj.get("phases")))
 
     errors = _Errors()
     errors.unknown("", obj, BATCH_FIELDS)
@@ -549,46 +709,62 @@ def parse_json_batch(body: bytes) -> Batch:
     if type(events) is list:
         for i, item in enumerate(events):
             parsed_events.append(validate_event(item, f"events[{i}]", errors))
-    if errors.items:
-        raise ContractError(errors.items)
+    errors.raise_if_any()
     return Batch(run=run, batch_id=batch_id, phases=phases, points=parsed_points, events=parsed_events)
 
 
 NDJSON_TYPES = ("run", "phase", "point", "event")
 _LINE_PATH = re.compile(r"lines\[(\d+)\]")
+_BLANK_LINE = re.compile(rb"^[ \t\r\f\v]*$", re.MULTILINE)
+
+
+def _check_line_count(body: bytes):
+    """More lines than a request can hold is a 413 before any is parsed: time stays bounded by MAX_LINES."""
+    lines = body.count(b"\n") + 1 - _BLANK_LINE.subn(b"", body)[1]
+    if lines > MAX_LINES:
+        raise TooLarge(f"body has {lines} lines; at most {MAX_LINES} per request ({MAX_ITEMS} points and events, "
+                       f"{MAX_PHASES} phases and a run line) — split the batch")
 
 
 def parse_ndjson(body: bytes, batch_id: str | None = None) -> Batch:
     """NDJSON: one object per line, each with a `type`; all lines of one request name one run."""
     check_body_size(len(body))
-    lines = body.split(b"\n")
-    if not any(line.strip() for line in lines):
+    if not body.strip():
         raise ContractError([{"path": "", "message": "empty body: send at least one NDJSON line"}])
+    _check_line_count(body)
     errors = _Errors()
+    if batch_id is not None and len(batch_id) > 128:
+        errors.add("X-Batch-Id", f"batch id is longer than 128 characters ({len(batch_id)})")
+    elif batch_id is not None:
+        batch_id = _string(batch_id, "X-Batch-Id", errors, 128, 1)
     run = None
     run_id = None
     phases, points, events = [], [], []
     metric_cache = set()
-    items = 0
-    for number, raw in enumerate(lines, start=1):
+    items = phase_count = 0
+    # One line at a time (never a list of every line): a body of 2 million tiny lines stays small.
+    for number, raw in enumerate(io.BytesIO(body), start=1):
         if not raw.strip():
             continue
         path = f"lines[{number}]"
-        try:
-            obj = loads(raw)
-        except ContractError as exc:
-            errors.add(path, f"line {number}: {exc.errors[0]['message']}")
-            continue
-        if type(obj) is not dict:
-            errors.add(path, f"line {number}: each line must be a JSON object, got {_describe(obj)}")
+        obj, problem = parse_json(raw, describe=not errors.full)
+        if problem is not None or type(obj) is not dict:
+            if errors.full:  # two million bad lines: count them, describe the first hundred
+                errors.count += 1
+            else:
+                errors.add(path, f"line {number}: {problem or 'each line must be a JSON object, got ' + _describe(obj)}")
             continue
         kind = obj.get("type")
         if kind not in NDJSON_TYPES:
             errors.add(f"{path}.type", f"line {number}: type must be one of {', '.join(NDJSON_TYPES)}, got {_describe(kind)}")
             continue
+        items += kind == "point" or kind == "event"
+        phase_count += kind == "phase"
+        if items > MAX_ITEMS or phase_count > MAX_PHASES:
+            continue  # refused with 413 below, whatever else is wrong: only count the rest
         body_obj = {k: v for k, v in obj.items() if k != "type"}
         if kind == "run":
-            parsed = validate_run(body_obj, path, errors)
+            parsed = validate_run(body_obj, path, errors, level=1)
             if parsed and parsed.get("id"):
                 if run is not None:
                     errors.add(f"{path}", f"line {number}: a second run line; one request carries one run")
@@ -603,11 +779,9 @@ def parse_ndjson(body: bytes, batch_id: str | None = None) -> Batch:
             elif _pattern(line_run, RUN_ID_RE, f"{path}.run", errors, "run", 128) is None:
                 line_run = None
             if kind == "point":
-                items += 1
                 points.append(fast_point(body_obj, metric_cache) or validate_point(body_obj, path, errors, metric_cache))
             elif kind == "event":
-                items += 1
-                events.append(validate_event(body_obj, path, errors))
+                events.append(validate_event(body_obj, path, errors, level=1))
             else:
                 phases.append(validate_phase(body_obj, path, errors, position=len(points)))
         if line_run is not None:
@@ -615,16 +789,15 @@ def parse_ndjson(body: bytes, batch_id: str | None = None) -> Batch:
                 run_id = line_run
             elif line_run != run_id:
                 errors.add(f"{path}.run", f"line {number}: names run {line_run!r} but this request is for {run_id!r}; send one run per request")
-    _check_item_count(items)
-    if run_id is None and not errors.items:
+    _check_item_count(items, phase_count)
+    if run_id is None and not errors.count:
         errors.add("lines", "no line names a run: add a run line or a run field")
-    if errors.items:
-        for error in errors.items:
-            # Field checks shared with the JSON form name the path only; say the line in words too.
-            number = _LINE_PATH.match(error["path"])
-            if number and not error["message"].startswith(f"line {number[1]}:"):
-                error["message"] = f"line {number[1]}: {error['message']}"
-        raise ContractError(errors.items)
+    for error in errors.items:
+        # Field checks shared with the JSON form name the path only; say the line in words too.
+        number = _LINE_PATH.match(error["path"])
+        if number and not error["message"].startswith(f"line {number[1]}:"):
+            error["message"] = f"line {number[1]}: {error['message']}"
+    errors.raise_if_any()
     if run is None:
         run = {"id": run_id}
     return Batch(run=run, batch_id=batch_id, phases=phases, points=points, events=events)

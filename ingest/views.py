@@ -1,19 +1,30 @@
 import math
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions, permissions
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest.auth import ProjectTokenAuthentication, ProjectTokenUser
-from ingest.contract import ContractError, check_body_size, parse_json_batch, parse_ndjson
+from ingest.contract import ContractError, check_body_size, error_body, parse_json_batch, parse_ndjson
 from ingest.models import Event, Series
-from ingest.serializers import RunDetailSerializer, RunSummarySerializer
+from ingest import openapi
+from ingest.serializers import (
+    RUN_ID_PARAMETER,
+    EventsQuerySerializer,
+    EventsResponseSerializer,
+    IngestResponseSerializer,
+    PointsQuerySerializer,
+    PointsResponseSerializer,
+    RunDetailSerializer,
+    RunSummarySerializer,
+    read_query,
+)
 from ingest.service import RunOfAnotherProject, ingest_batch
 from ingest.storage import from_db_float, read_points
 from opsconsole.permissions import visible_runs
+from opsconsole.schema import errors
 
 JSON_TYPES = {"application/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"}
@@ -35,7 +46,7 @@ def request_body(request) -> bytes:
 
 
 def _errors(status, errors):
-    return Response({"errors": errors}, status=status)
+    return Response(error_body(errors), status=status)
 
 
 class IngestView(APIView):
@@ -46,9 +57,16 @@ class IngestView(APIView):
     parser_classes = []
 
     @extend_schema(
-        request={"application/json": OpenApiTypes.OBJECT, "application/x-ndjson": OpenApiTypes.STR},
-        responses={202: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 413: OpenApiTypes.OBJECT},
-        description="Contract v1 ingest: a JSON batch or NDJSON lines. 202 stored, 200 duplicate batch_id.",
+        operation_id="ingest",
+        request={"application/json": openapi.BATCH, "application/x-ndjson": openapi.NDJSON},
+        parameters=[OpenApiParameter("X-Batch-Id", str, OpenApiParameter.HEADER, description="NDJSON only: the batch id "
+                                     "(at most 128 characters); a re-sent batch id is a duplicate, not a restart")],
+        responses={
+            202: OpenApiResponse(IngestResponseSerializer, description="stored"),
+            200: OpenApiResponse(IngestResponseSerializer, description="a duplicate batch_id: nothing stored again"),
+            **errors(403, s403="the run id belongs to another project (path `run.id`)"),
+        },
+        description="Contract v1 ingest: a JSON batch or NDJSON lines, plain or gzip (Content-Encoding).",
     )
     def post(self, request):
         content_type = request.content_type.split(";")[0].strip().lower()
@@ -61,25 +79,23 @@ class IngestView(APIView):
                 batch = parse_json_batch(body)
             else:
                 batch = parse_ndjson(body, batch_id=request.headers.get("X-Batch-Id") or None)
-                if batch.batch_id is not None and len(batch.batch_id) > 128:
-                    raise ContractError([{"path": "X-Batch-Id", "message": "batch id is longer than 128 characters"}])
             result = ingest_batch(request.user.project, batch)
         except ContractError as exc:
-            return _errors(exc.status, exc.errors)
+            return Response(exc.body(), status=exc.status)
         except RunOfAnotherProject:
             return _errors(403, [{"path": "run.id", "message": "this run id belongs to another project; this token may not write to it"}])
         return Response(result.as_response(), status=200 if result.duplicate else 202)
 
 
 class RunListView(APIView):
-    @extend_schema(responses=RunSummarySerializer(many=True))
+    @extend_schema(operation_id="runs_list", responses=RunSummarySerializer(many=True))
     def get(self, request):
         runs = visible_runs(request.user).order_by("-last_seen_at", "run_id")
         return Response(RunSummarySerializer(runs, many=True).data)
 
 
 class RunDetailView(APIView):
-    @extend_schema(responses=RunDetailSerializer)
+    @extend_schema(operation_id="runs_retrieve", parameters=[RUN_ID_PARAMETER], responses={200: RunDetailSerializer, **errors(404)})
     def get(self, request, run_id):
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
         return Response(RunDetailSerializer(run).data)
@@ -94,43 +110,14 @@ def wire_value(value: float):
     return "Infinity" if value > 0 else "-Infinity"
 
 
-def _step_param(request, name):
-    raw = request.query_params.get(name)
-    if raw is None:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise exceptions.ValidationError({name: f"must be an integer step, got {raw!r}"}) from None
-    if value < 0:
-        raise exceptions.ValidationError({name: "must be ≥ 0"})
-    return value
-
-
-def series_params(request):
-    """(metric, component, start, end) of a one-series read; metric is required."""
-    metric = request.query_params.get("metric")
-    if not metric:
-        raise exceptions.ValidationError({"metric": "metric is required"})
-    component = request.query_params.get("component") or ""
-    return metric, component, _step_param(request, "start"), _step_param(request, "end")
-
-
 class PointsView(APIView):
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("metric", str, required=True),
-            OpenApiParameter("component", str),
-            OpenApiParameter("start", int),
-            OpenApiParameter("end", int),
-            OpenApiParameter("attempt", str, enum=["all"]),
-        ],
-        responses=OpenApiTypes.OBJECT,
-    )
+    @extend_schema(operation_id="runs_points", parameters=[RUN_ID_PARAMETER, PointsQuerySerializer],
+                   responses={200: PointsResponseSerializer, **errors(404)})
     def get(self, request, run_id):
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
-        metric, component, start, end = series_params(request)
-        all_attempts = request.query_params.get("attempt") == "all"
+        query = read_query(request, PointsQuerySerializer)
+        metric, component, start, end = (query.get(key) for key in ("metric", "component", "start", "end"))
+        all_attempts = query.get("attempt") == "all"
         series = Series.objects.filter(run=run, metric=metric, component=component).first()
         points = []
         if series is not None:
@@ -143,21 +130,19 @@ class PointsView(APIView):
 
 
 class EventsView(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("start", int), OpenApiParameter("end", int), OpenApiParameter("condition", str)],
-        responses=OpenApiTypes.OBJECT,
-    )
+    @extend_schema(operation_id="runs_events", parameters=[RUN_ID_PARAMETER, EventsQuerySerializer],
+                   responses={200: EventsResponseSerializer, **errors(404)})
     def get(self, request, run_id):
         """Health events of a run in step order: reported by the job, or Alertmanager alerts (with when they ended)."""
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
+        query = read_query(request, EventsQuerySerializer)
         events = Event.objects.filter(run=run).order_by("step", "id")
-        start, end = _step_param(request, "start"), _step_param(request, "end")
-        if start is not None:
-            events = events.filter(step__gte=start)
-        if end is not None:
-            events = events.filter(step__lte=end)
-        if request.query_params.get("condition"):
-            events = events.filter(condition=request.query_params["condition"])
+        if query.get("start") is not None:
+            events = events.filter(step__gte=query["start"])
+        if query.get("end") is not None:
+            events = events.filter(step__lte=query["end"])
+        if query.get("condition"):
+            events = events.filter(condition=query["condition"])
         return Response(
             {
                 "run": run.run_id,

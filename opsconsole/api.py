@@ -1,6 +1,13 @@
-"""API error format: every error is {"errors": [{"path": …, "message": …}]}, as the contract's 400s are."""
+"""API error format: every error is {"errors": [{"path": …, "message": …}]}, as the contract's 400s are.
+
+At most the first 100 errors are listed (`ingest.contract.MAX_ERRORS`); when there
+were more, `more_errors` says how many.
+"""
 from rest_framework import exceptions
+from rest_framework.response import Response
 from rest_framework.views import exception_handler
+
+from ingest.contract import ContractError, error_body
 
 
 def _flatten(detail, path=""):
@@ -15,15 +22,19 @@ def _flatten(detail, path=""):
 
 
 def api_exception_handler(exc, context):
+    if isinstance(exc, ContractError):  # the request body itself (BoundedJSONParser), in the contract's words
+        return Response(exc.body(), status=exc.status)
     response = exception_handler(exc, context)
     if response is None:
         return None
     detail = exc.detail if isinstance(exc, exceptions.APIException) else response.data
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
         errors = [{"path": "Authorization", "message": str(detail)}]
+    elif isinstance(exc, exceptions.UnsupportedMediaType):
+        errors = [{"path": "Content-Type", "message": str(detail)}]
     elif isinstance(detail, (dict, list)):
         errors = list(_flatten(detail))
     else:
         errors = [{"path": "", "message": str(detail)}]
-    response.data = {"errors": errors}
+    response.data = error_body(errors)
     return response

@@ -2,8 +2,8 @@
 import numpy as np
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -12,8 +12,10 @@ from alerts.evaluation import series_selected, chart_band
 from alerts.models import BandSample, Rule, RuleKind
 from ingest.downsample import series_buckets
 from ingest.models import Attempt, Block, Series
-from ingest.views import _step_param, series_params, wire_value
+from ingest.serializers import RUN_ID_PARAMETER, SeriesQuerySerializer, read_query
+from ingest.views import wire_value
 from opsconsole.permissions import visible_runs
+from opsconsole.schema import errors
 
 MAX_BUCKETS = 5000
 
@@ -74,26 +76,20 @@ def current_band(series, steps, centre, lower, upper):
     return (np.insert(steps, breaks, steps[breaks]), *(np.insert(a, breaks, np.nan) for a in (centre, lower, upper)))
 
 
+class ChartQuerySerializer(SeriesQuerySerializer):
+    buckets = serializers.IntegerField(required=False, default=2000, min_value=1, max_value=MAX_BUCKETS,
+                                       help_text="at most this many buckets")
+    band = serializers.BooleanField(required=False, default=False, help_text="include the phase-aware band")
+
+
 class SeriesChartView(APIView):
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("metric", str, required=True),
-            OpenApiParameter("component", str),
-            OpenApiParameter("start", int),
-            OpenApiParameter("end", int),
-            OpenApiParameter("buckets", int, description="at most this many buckets (default 2000)"),
-            OpenApiParameter("band", bool, description="include the phase-aware band"),
-        ],
-        responses=OpenApiTypes.OBJECT,
-    )
+    @extend_schema(operation_id="runs_series", parameters=[RUN_ID_PARAMETER, ChartQuerySerializer],
+                   responses={200: OpenApiTypes.OBJECT, **errors(404)})
     def get(self, request, run_id):
         """One series downsampled to buckets (min, max, last, non-finite count each), optionally with its band."""
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
-        metric, component, start, end = series_params(request)
-        buckets = _step_param(request, "buckets")
-        buckets = 2000 if buckets is None else buckets
-        if not 1 <= buckets <= MAX_BUCKETS:
-            raise exceptions.ValidationError({"buckets": f"must be between 1 and {MAX_BUCKETS}"})
+        query = read_query(request, ChartQuerySerializer)
+        metric, component, start, end, buckets = (query.get(k) for k in ("metric", "component", "start", "end", "buckets"))
         series = get_object_or_404(Series.objects.select_related("run"), run=run, metric=metric, component=component)
         data = series_buckets(series, start, end, buckets)
         body = {
@@ -109,7 +105,7 @@ class SeriesChartView(APIView):
             "last": [wire_value(v) for v in data.last.tolist()],
             "nonfinite": data.nonfinite.tolist(),
         }
-        if request.query_params.get("band") in ("1", "true"):
+        if query["band"]:
             rule = band_rule_for(series)
             every = max(1, int(data.count.sum()) // max(buckets, 1))
             if rule is not None and data.resolution == "rollup":

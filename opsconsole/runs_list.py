@@ -2,6 +2,8 @@
 import json
 from collections import defaultdict
 
+from django.db.models.fields.json import KeyTransform
+
 from alerts.models import Alert, AlertState
 from ingest.models import Layer, RunStatus, Series
 from opsconsole.permissions import visible_projects, visible_runs
@@ -24,7 +26,10 @@ def runs_list(user, project=None, status=None, tag=None) -> dict:
         runs = runs.filter(status=status)
     if tag:
         key, value = parse_tag(tag)
-        runs = runs.filter(**({f"tags__{key}": value} if value is not None else {"tags__has_key": key}))
+        # The key is data, never part of a lookup: "a__regex" is a tag named that, not a regex.
+        runs = runs.filter(tags__has_key=key)
+        if value is not None:
+            runs = runs.annotate(tag_value=KeyTransform(key, "tags")).filter(tag_value=value)
     runs = list(runs[:PAGE])
     ids = [r.pk for r in runs]
     layers_with_data = defaultdict(set)

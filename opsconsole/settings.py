@@ -50,6 +50,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # NUL in the URL, oversized bodies and Content-Encoding, before anything reads them.
+    "opsconsole.request_guard.request_guard",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -131,6 +133,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "opsconsole.request_guard.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "opsconsole.api.api_exception_handler",
 }
@@ -139,6 +146,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Ingest contract v1 and the read API of the Warning Light console.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Two choice sets are both called `state` (an alert's, a rule's evaluation health): name each.
+    "ENUM_NAME_OVERRIDES": {"AlertStateEnum": ["firing", "acknowledged", "resolved", "muted"], "RuleHealthStateEnum": ["ok", "broken", "recovered"]},
+    # Every operation lists the 4xx the request guard and authentication answer everywhere.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "opsconsole.schema.add_common_responses"],
 }
 
 # Celery: eager without Redis, so the embedded console evaluates batches in-process.

@@ -11,7 +11,8 @@ the expected verdicts and paths written here still run.
 The contract is deliberately stricter than the schema can say in a few places, each
 tested on its own below rather than in the agreement set: non-finite steps, times and
 magnitudes (not JSON numbers at all), an event `detail` over 4 KiB (the spec's limit),
-integers beyond the float range in time/magnitude/gpu_hours, the NUL character and
+integers beyond the float range in time/magnitude/gpu_hours, times after 2200, size and
+count bounds on config, detail and tags, nesting deeper than 64 levels, the NUL character and
 unpaired surrogates (no database stores them), `budget.deadline` without a zone, and
 a trailing newline after a name (ECMA-262 `$`, which the schema means, does not match
 before it; Python's `re`, which the `jsonschema` package uses, does).
@@ -27,6 +28,10 @@ import pytest
 
 from ingest.contract import (
     MAX_ITEMS,
+    MAX_STEP,
+    MAX_TAG_KEY,
+    MAX_TAGS,
+    MAX_TIME,
     ContractError,
     TooLarge,
     layer_for_metric,
@@ -204,6 +209,12 @@ def schema():
 @pytest.fixture(scope="module")
 def schema_validator(schema):
     jsonschema = pytest.importorskip("jsonschema")
+    # The deliberate differences a schema can say: the console's bounds on times, budgets and tags.
+    schema = copy.deepcopy(schema)
+    schema["$defs"]["time"]["maximum"] = MAX_TIME
+    run = schema["$defs"]["run"]["properties"]
+    run["budget"]["properties"]["steps"]["maximum"] = MAX_STEP
+    run["tags"].update(maxProperties=MAX_TAGS, propertyNames={"maxLength": MAX_TAG_KEY})
     validator_class = jsonschema.validators.validator_for(schema)
     validator_class.check_schema(schema)
     return validator_class(schema)

@@ -59,3 +59,15 @@ def test_wrong_token_is_refused(tmp_path, db):
     path.write_text('{"type":"run","id":"x"}\n')
     with pytest.raises(CommandError, match="--token"):
         call_command("import_jsonl", str(path), token="wl_wrong")
+
+
+def test_a_file_with_more_phases_than_one_request_holds_is_split_too(token, tmp_path, sender):
+    # A phase on every step: 10,001 phases are more than one request may carry (413), so they are split.
+    lines = ['{"type":"run","id":"phased"}']
+    for s in range(10_001):
+        lines.append(f'{{"type":"phase","run":"phased","step":{s},"phase":"{"eval" if s % 2 else "steady"}"}}')
+    path = tmp_path / "phased.ndjson"
+    path.write_text("\n".join(lines) + "\n")
+    call_command("import_jsonl", str(path), token=token)
+    assert BatchReceipt.objects.filter(run__run_id="phased").count() == 2
+    assert len(sender.get("/api/v1/runs/phased/").json()["phases"]) == 10_001

@@ -6,11 +6,11 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from ingest.auth import token_from_header
-from ingest.contract import MAX_BODY_BYTES, MAX_ITEMS, ContractError, loads, parse_ndjson
+from ingest.contract import MAX_BODY_BYTES, MAX_ITEMS, MAX_PHASES, ContractError, loads, parse_ndjson
 from ingest.service import RunOfAnotherProject, ingest_batch
 
 
-def split_requests(lines, max_items=MAX_ITEMS, max_bytes=MAX_BODY_BYTES):
+def split_requests(lines, max_items=MAX_ITEMS, max_bytes=MAX_BODY_BYTES, max_phases=MAX_PHASES):
     """Group NDJSON lines into per-run requests within the contract's limits.
 
     Yields (run_id, [(file line number, raw line)]); every request of a run
@@ -33,18 +33,20 @@ def split_requests(lines, max_items=MAX_ITEMS, max_bytes=MAX_BODY_BYTES):
             run_lines[run_id] = (number, raw)
         else:
             run_id = obj.get("run")
-        per_run.setdefault(run_id, []).append((number, raw, obj.get("type") in ("point", "event")))
+        per_run.setdefault(run_id, []).append((number, raw, obj.get("type") in ("point", "event"), obj.get("type") == "phase"))
     for run_id, items in per_run.items():
         head = run_lines.get(run_id)
-        chunk, count, size = [], 0, 0
-        for number, raw, counts in items:
+        chunk, count, phases, size = [], 0, 0, 0
+        for number, raw, counts, phase in items:
             if (number, raw) == head:
                 continue
-            if chunk and (count + counts > max_items or size + len(raw) + 1 > max_bytes - (len(head[1]) + 1 if head else 0)):
+            if chunk and (count + counts > max_items or phases + phase > max_phases
+                          or size + len(raw) + 1 > max_bytes - (len(head[1]) + 1 if head else 0)):
                 yield run_id, ([head] if head else []) + chunk
-                chunk, count, size = [], 0, 0
+                chunk, count, phases, size = [], 0, 0, 0
             chunk.append((number, raw))
             count += counts
+            phases += phase
             size += len(raw) + 1
         if chunk or head:
             yield run_id, ([head] if head else []) + chunk
@@ -111,5 +113,5 @@ def _file_errors(exc: ContractError, chunk) -> str:
             path = f"line {number}{path[path.index(']') + 1:]}"
             message = message.split(": ", 1)[-1] if message.startswith("line ") else message
         out.append(f"{path}: {message}")
-    more = len(exc.errors) - 50
+    more = exc.total - min(len(exc.errors), 50)
     return "invalid file:\n  " + "\n  ".join(out) + (f"\n  … and {more} more" if more > 0 else "")
