@@ -6,6 +6,7 @@ from alerts import faults
 from alerts.models import Rule
 from alerts.rules import EDIT_DENIED, name_conflict, save_rule
 from ingest.models import Project
+from opsconsole.api import JsonTypesMixin
 from opsconsole.permissions import can_edit_rules, visible_projects
 
 
@@ -24,7 +25,7 @@ class RuleHealthSerializer(serializers.Serializer):
     recovered_at = serializers.DateTimeField(allow_null=True)
 
 
-class RuleSerializer(serializers.ModelSerializer):
+class RuleSerializer(JsonTypesMixin, serializers.ModelSerializer):
     project = VisibleProjectField(slug_field="slug", queryset=Project.objects.all())
     # Declared explicitly so a missing or empty field is a 400 naming it, never a default.
     owner = serializers.CharField(allow_blank=True)

@@ -3,7 +3,7 @@
 At most the first 100 errors are listed (`ingest.contract.MAX_ERRORS`); when there
 were more, `more_errors` says how many.
 """
-from rest_framework import exceptions
+from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
@@ -38,3 +38,34 @@ def api_exception_handler(exc, context):
         errors = [{"path": "", "message": str(detail)}]
     response.data = error_body(errors)
     return response
+
+
+# The JSON type each field's value must have in a JSON body. DRF reads leniently for forms
+# (0 as false, 5 as "5"); in JSON that would accept what the schema refuses.
+_JSON_TYPES = (
+    (serializers.BooleanField, (bool,), "a boolean (true or false)"),
+    (serializers.CharField, (str,), "a string"),
+    (serializers.IntegerField, (int,), "an integer"),
+    (serializers.FloatField, (int, float), "a number"),
+)
+
+
+class JsonTypesMixin:
+    """A serializer whose fields, in a JSON request body, take only values of their own JSON type."""
+
+    def to_internal_value(self, data):
+        request = self.context.get("request")
+        content_type = getattr(request, "content_type", "") or ""
+        if isinstance(data, dict) and content_type.split(";")[0].strip().lower() == "application/json":
+            errors = {}
+            for name, field in self.fields.items():
+                value = data.get(name)
+                if field.read_only or value is None:
+                    continue
+                for kind, types, words in _JSON_TYPES:
+                    if isinstance(field, kind) and type(value) not in types:
+                        errors[name] = [f"must be {words}, got {type(value).__name__}"]
+                        break
+            if errors:
+                raise exceptions.ValidationError(errors)
+        return super().to_internal_value(data)

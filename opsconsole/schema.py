@@ -65,6 +65,8 @@ DESCRIPTIONS = {
     409: "The state of the resource forbids it.",
     413: "The body is over 4 MiB (after any gzip Content-Encoding), or holds more items than one request may.",
     415: "A Content-Type or Content-Encoding the operation does not take (path names the header).",
+    429: "Too many failed authentications with this token or from this address (path `Authorization`); "
+         "the `Retry-After` header says in how many seconds to try again.",
 }
 
 
@@ -77,7 +79,7 @@ def errors(*statuses, **described) -> dict:
 
 
 # Every operation may answer these: the request guard runs before any view, and every view authenticates.
-COMMON = (400, 401, 413, 415)
+COMMON = (400, 401, 413, 415, 429)
 
 
 # Operations that take nothing without a body (others answer an empty body by its fields).
@@ -95,6 +97,7 @@ def add_common_responses(result, generator, request, public):
                 responses.setdefault(str(status), {
                     "description": DESCRIPTIONS[status],
                     "content": {"application/json": {"schema": error_body}},
+                    **({"headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}} if status == 429 else {}),
                 })
     return result
 

@@ -106,6 +106,9 @@ def run_schemathesis(url, token):
 
 
 @pytest.mark.parametrize("who", ["project", "personal"])
-def test_every_operation_answers_as_documented(live_server, seeded, who):
+def test_every_operation_answers_as_documented(live_server, seeded, who, settings):
+    # The fuzzer sends wrong credentials on purpose; throttled, every later request would be a 429
+    # and nothing else would be checked. The 429 itself is documented and tested on its own.
+    settings.TOKEN_FAILURES_PER_ADDRESS = settings.TOKEN_FAILURES_PER_TOKEN = 1_000_000
     problems = run_schemathesis(live_server.url, seeded[who])
     assert not problems, f"{len(problems)} problems:\n\n" + "\n\n".join(problems)
