@@ -134,6 +134,12 @@ class Watch:
         self._queue.append((PHASE, step, name, _time()))
         self._sender.enqueued += 1
 
+    def restart(self, step):
+        """The job went back to a checkpoint in this process and logs `step` (the first step after the
+        checkpoint) and the steps after it again: a `restart` phase at `step`, from which the console keeps
+        the re-sent steps as a new attempt. Without it a step logged again is a repeat, and not sent."""
+        self.phase("restart", step)
+
     def event(self, step, component, condition, magnitude, detail=None):
         """Queue a health event: `condition` is one of the contract's eight (warninglight.CONDITIONS)."""
         if self._closed:
@@ -181,6 +187,7 @@ class Watch:
             "sent_events": counts["sent_events"],
             "sent_phases": counts["sent_phases"],
             "duplicates": counts["duplicates"],
+            "repeated_steps": counts["repeated_steps"],
             "retries": counts["retries"],
             "spooled": counts["spooled"],
             "refused": counts["refused"],
