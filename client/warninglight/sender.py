@@ -214,9 +214,11 @@ class Sender:
         self.warned.add(kind)
         log.log(level, "warninglight: " + message, *args)
 
-    def _repeated(self, step, metric, component):
+    def _repeated(self, step, metric, component, same_value):
         self.counts["repeated_steps"] += 1
-        self.warn_once("repeated", "step %s of %s was logged again in this process; the repeat is not sent (the console would "
+        if same_value:  # the same value again (a framework re-logging `epoch` with its eval logs): nothing to say
+            return
+        self.warn_once("repeated", "step %s of %s was logged again in this process with another value; the repeat is not sent (the console would "
                        "take a re-sent step for a restart) and further repeats are counted in stats['repeated_steps']. A job "
                        "that went back to a checkpoint calls wl.restart(step) before logging its steps again",
                        step, metric if component is None else f"{metric}@{component}")
@@ -294,10 +296,12 @@ class Sender:
             try:
                 if kind == POINT:
                     step = wire.as_step(item[1])
-                    line = encoder.point(step, item[2], item[3], item[4], item[5])
-                    if not self.sent_steps.add(item[2], item[3], step):
+                    token = wire.value_token(wire.as_float(item[4]))
+                    line = encoder.point_token(step, item[2], item[3], token, item[5])
+                    repeat = self.sent_steps.add(item[2], item[3], step, token)
+                    if repeat is not None:
                         items += 1
-                        self._repeated(step, item[2], item[3])
+                        self._repeated(step, item[2], item[3], same_value=repeat)
                         continue
                 elif kind == PHASE:
                     line = encoder.phase(item[1], item[2], item[3])

@@ -72,17 +72,25 @@ class SeriesSteps:
 
 
 class SentSteps:
-    """Every series' SeriesSteps, by (metric, component)."""
+    """Every series' SeriesSteps, by (metric, component), and the value each sent at its highest step."""
 
     def __init__(self):
         self.series = {}
+        self.last_value = {}
 
-    def add(self, metric, component, step: int) -> bool:
+    def add(self, metric, component, step: int, token: str):
+        """None: a new step, to send. Else a repeat, not to send: True when it repeats the value the
+        series sent at its highest step, False otherwise (another value, or an earlier step)."""
         key = (metric, component)
         steps = self.series.get(key)
         if steps is None:
             steps = self.series[key] = SeriesSteps()
-        return steps.add(step)
+        if steps.add(step):
+            if step == steps.runs[-1][2]:
+                self.last_value[key] = token
+            return None
+        return step == steps.runs[-1][2] and self.last_value.get(key) == token
 
     def restart(self):
         self.series.clear()
+        self.last_value.clear()

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.client.support import closed_port  # noqa: F401  (puts client/ on the path)
+from tests.client.support import closed_port, need  # noqa: F401  (puts client/ on the path)
 
 from warninglight.integrations import hf  # imports without transformers
 
@@ -110,8 +110,8 @@ def test_a_missing_transformers_is_a_clear_import_error(monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- real Trainer
 def test_a_real_trainer_run_sends_logs_phases_and_health(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
+    transformers = need("transformers")
+    torch = need("torch")
     from torch import nn
 
     class TinyClassifier(nn.Module):

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.client.support import closed_port  # noqa: F401  (puts client/ on the path)
+from tests.client.support import closed_port, need  # noqa: F401  (puts client/ on the path)
 
 from warninglight.integrations import lightning as wl_lightning  # imports without lightning
 
@@ -90,11 +90,8 @@ def test_a_missing_lightning_is_a_clear_import_error(monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- real Lightning
 def test_a_real_lightning_fit_sends_metrics_phases_and_health(tmp_path):
-    torch = pytest.importorskip("torch")
-    try:
-        import lightning.pytorch as pl
-    except ImportError:
-        pl = pytest.importorskip("pytorch_lightning")
+    torch = need("torch")
+    pl = need("lightning.pytorch")
     from torch import nn
 
     class Module(pl.LightningModule):
