@@ -41,7 +41,7 @@ class Watch:
 
     def __init__(self, run_id, url=None, token=None, *, model=None, phases=True, optimizer=None, health_every=10,
                  config=None, data_snapshot=None, budget=None, code_rev=None, name=None, tags=None,
-                 spool_dir=None, batch_points=2000, flush_seconds=1.0, max_queue=200_000, timeout=5.0,
+                 spool_dir=None, batch_points=10_000, flush_seconds=5.0, max_queue=200_000, timeout=5.0,
                  retries=5, backoff=0.5, probe_seconds=5.0, flush_timeout=10.0):
         self._closed = True  # until fully built: close() and __del__ stay harmless
         self._health = None
