@@ -78,3 +78,17 @@ def test_what_is_remembered_stays_bounded_and_never_lets_a_repeat_through():
             assert not (accepted and s in sent)  # never twice
             sent.add(s)
     assert len(irregular.runs) <= MAX_RUNS and len(irregular.late) <= MAX_LATE
+
+
+def test_a_new_process_resuming_a_checkpoint_is_still_a_restart(console_server, token, tmp_path):
+    with warninglight.watch(run_id="resumed", url=console_server.url, token=token, spool_dir=tmp_path, **FAST) as first:
+        for step in range(1, 31):
+            first.log(step, loss=1.0)
+    # a second process (its own watch: it has sent nothing) resumes the checkpoint of step 20
+    with warninglight.watch(run_id="resumed", url=console_server.url, token=token, spool_dir=tmp_path, **FAST) as second:
+        for step in range(21, 41):
+            second.log(step, loss=2.0)
+    assert first.stats["repeated_steps"] == second.stats["repeated_steps"] == 0
+    run = read_json(token, "/api/v1/runs/resumed/")
+    assert run["attempt"] == 2
+    assert [a["rewind"] for a in run["attempts"] if a["number"] == 2] == [{"from_step": 30, "to_step": 21}]

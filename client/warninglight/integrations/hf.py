@@ -11,14 +11,23 @@
 What it sends:
 
 * `on_log` (every `logging_steps`, and after each evaluation): the numeric logs at
-  `state.global_step`: `loss`, `learning_rate` -> `lr`, `grad_norm`, `epoch`, `eval_loss` ->
+  `state.global_step`: `learning_rate` -> `lr`, `grad_norm`, `epoch`, `eval_loss` ->
   `val_loss`, any other `eval_<x>` -> `eval/<x>`, `test_<x>` -> `test/<x>`, the end-of-training
   summary `train_<x>` -> `train/<x>` (and `total_flos` -> `train/total_flos`); other names as
   they are (characters outside `[A-Za-z0-9._/-]` become `_`). Strings and lists are skipped.
+  The Trainer's logged `loss` is sent only when the model's output carries no loss (below).
 * `on_optimizer_step` (after `optimizer.step()`, before the gradients are zeroed; transformers
-  >= 4.41): `wl.log(step)` with no values, which is what runs the health hooks at their cadence
-  while the gradients are still there. On older versions `on_step_end` does it, after
-  `zero_grad()`: the health hooks then report no `grad_norm` (and say so once).
+  >= 4.41): `loss`, the training loss of that optimizer step, taken by a forward hook from the
+  `.loss` of the model's training forward passes (the mean over an accumulated step's
+  micro-batches, their sum when the model normalised each by `num_items_in_batch`). The
+  Trainer's logged loss is an average over `logging_steps` that its default
+  `logging_nan_inf_filter=True` keeps finite when a step's loss is NaN; this one is the real
+  value. A model whose output has no `.loss` (a `compute_loss` of your own): the logged loss is
+  sent instead, with one warning while the filter is on. This log is also what runs the health
+  hooks at their cadence while the gradients are still there. On older versions `on_step_end`
+  does it, after `zero_grad()`: the health hooks then report no `grad_norm` (and say so once).
+* `epoch`, which the Trainer logs again with each evaluation's and the final logs at the same
+  step, is sent once per step: the client never sends a series' step twice.
 * phases (unless `watch(phases=False)`): `warmup` at the start when the arguments configure
   warmup (`warmup_steps`, `warmup_ratio`), `steady` from the step after it; `restart` when
   training resumes from a checkpoint (then the regular phase 10 steps later); `eval` at the
