@@ -136,9 +136,6 @@ class Encoder:
         self.names = Names()
         self._point_head = '{"type":"point","run":' + self.run + ',"step":'
 
-    def point(self, step, metric, component, value, when) -> str:
-        return self.point_token(as_step(step), metric, component, value_token(as_float(value)), when)
-
     def point_token(self, step: int, metric, component, token: str, when) -> str:
         """A point line from a checked step and a value already written as the contract's token."""
         metric = self.names.metric(metric)
