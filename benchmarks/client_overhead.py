@@ -187,6 +187,7 @@ class Baton:
     def __init__(self, schedule):
         self.schedule = schedule
         self.pos = 0
+        self.done = set()  # configurations whose trainer has returned (or failed): their turns are skipped
         self.cond = threading.Condition()
 
     def wait_turn(self, name):
@@ -194,10 +195,21 @@ class Baton:
             while self.pos < len(self.schedule) and self.schedule[self.pos] != name:
                 self.cond.wait()
 
+    def _advance(self):
+        self.pos += 1
+        while self.pos < len(self.schedule) and self.schedule[self.pos] in self.done:
+            self.pos += 1
+        self.cond.notify_all()
+
     def pass_on(self):
         with self.cond:
-            self.pos += 1
-            self.cond.notify_all()
+            self._advance()
+
+    def finish(self, name):
+        with self.cond:
+            self.done.add(name)
+            if self.pos < len(self.schedule) and self.schedule[self.pos] == name:
+                self._advance()
 
 
 class Pacer:
@@ -256,7 +268,7 @@ class Pacer:
         self.t_prev = time.perf_counter()
 
     def finish(self):
-        self.baton.pass_on()
+        self.baton.finish(self.name)
 
 
 class Data:
@@ -306,7 +318,7 @@ class TrainerRun:
         self.error = None
         self.stats = None
         self.thread = threading.Thread(target=self._run, args=(loop, tmp / name.replace("/", "-"), logging_steps),
-                                       name=f"bench-{name}")
+                                       name=f"bench-{name}", daemon=True)
 
     @property
     def times(self):
