@@ -484,6 +484,8 @@ def main(argv=None) -> int:
     ap.add_argument("--block", type=int, default=40, help="steps per configuration per round (default 40)")
     ap.add_argument("--warmup", type=int, default=20, help="untimed steps per configuration first (default 20)")
     ap.add_argument("--logging-steps", type=int, default=10, help="the HF Trainer's logging_steps (default 10)")
+    ap.add_argument("--flush-seconds", type=float, default=None, help="the client's flush_seconds (default: its own)")
+    ap.add_argument("--batch-points", type=int, default=None, help="the client's batch_points (default: its own)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
@@ -504,6 +506,10 @@ def main(argv=None) -> int:
             sink = {"url": f"http://127.0.0.1:{port}", "token": "wl_unused", "spool_dir": tmp / "spool",
                     "retries": 0, "probe_seconds": 3600}
             where = f"a closed port (console down), spooling to {tmp / 'spool'}"
+        for option in ("flush_seconds", "batch_points"):
+            if getattr(args, option) is not None:
+                sink[option] = getattr(args, option)
+                where += f", {option}={getattr(args, option)}"
         versions = (f"  torch {torch.__version__}, {args.threads} intra-op thread(s), Python {platform.python_version()}, "
                     f"{os.cpu_count()} CPUs; code {code_version()}")
         if args.loop == "bare":
