@@ -42,7 +42,7 @@ from deciding.
 --loop hf / --loop lightning: the same five configurations in the real trainers, each with the client's
 callback (`warninglight.integrations.hf` / `.lightning`, opening its own watch as users do: log-only is
 `model=None`, health/k the defaults with `health_every=k`) on a tiny GPT-2 built from a config
-(`GPT2Config`: 4 blocks, d_model 64, 4 heads, vocabulary 256, sequence 64, batch 8, AdamW; no download),
+(`GPT2Config`: 4 blocks, d_model 64, 4 heads, vocabulary 256, sequence 32, batch 8, AdamW; no download),
 about 20-30 ms a step on one thread of this CPU. The Trainer logs every --logging-steps (10) steps; the
 LightningModule calls `self.log("train_loss", loss)` every step. Each configuration runs one
 `Trainer.train()` / `Trainer.fit()` in its own thread, and the threads take turns holding a baton: a
@@ -94,8 +94,8 @@ import warninglight  # noqa: E402
 VOCAB, SEQ, BATCH, D, HEADS, HIDDEN, LAYERS = 256, 64, 16, 128, 4, 512, 4
 TARGETS = {"log-only": 1.01, "health/10": 1.03, "health/1": 1.10}
 TRAINER_TARGETS = {"log-only": 1.02, "health/10": 1.05}
-GPT2 = dict(n_layer=4, n_embd=64, n_head=4, n_positions=64, vocab_size=VOCAB, bos_token_id=0, eos_token_id=0)
-GPT2_BATCH = 8
+GPT2_SEQ, GPT2_BATCH = 32, 8
+GPT2 = dict(n_layer=4, n_embd=64, n_head=4, n_positions=GPT2_SEQ, vocab_size=VOCAB, bos_token_id=0, eos_token_id=0)
 CONFIGS = ["baseline", "log-only", "health/10", "health/1", "baseline-b"]
 
 
@@ -280,7 +280,7 @@ class Data:
         gen = torch.Generator().manual_seed(1)
         start = torch.randint(0, VOCAB, (n, 1), generator=gen)
         stride = torch.randint(1, 8, (n, 1), generator=gen)
-        self.rows = (start + stride * torch.arange(SEQ)) % VOCAB
+        self.rows = (start + stride * torch.arange(GPT2_SEQ)) % VOCAB
 
     def __len__(self):
         return len(self.rows)
@@ -525,7 +525,7 @@ def main(argv=None) -> int:
             framework = (f"transformers {transformers.__version__} Trainer (logging_steps {args.logging_steps})"
                          if args.loop == "hf" else f"lightning {__import__('lightning').__version__} fit")
             print(f"Warning Light client overhead in the {framework}: GPT-2 from GPT2Config, {GPT2['n_layer']} blocks, "
-                  f"d_model {GPT2['n_embd']}, {GPT2['n_head']} heads, vocab {VOCAB}, seq {SEQ}, batch {GPT2_BATCH} "
+                  f"d_model {GPT2['n_embd']}, {GPT2['n_head']} heads, vocab {VOCAB}, seq {GPT2_SEQ}, batch {GPT2_BATCH} "
                   f"({params:,} parameters), AdamW, CPU")
             print(versions)
             print(f"  client sends to {where}")
