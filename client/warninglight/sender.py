@@ -36,6 +36,7 @@ import uuid
 from pathlib import Path
 
 from . import wire
+from .steps import SentSteps
 
 log = logging.getLogger("warninglight")
 
@@ -154,6 +155,7 @@ class Sender:
         self.bare_run_line = wire.run_line({"id": self.run_id})
         self.identity_acknowledged = False
         self.encoder = wire.Encoder(self.run_id)
+        self.sent_steps = SentSteps()  # a step a series re-sends is a restart to the console
         self.batch_points = max(1, min(int(batch_points), wire.MAX_ITEMS))
         self.flush_seconds = max(0.01, float(flush_seconds))
         self.max_queue = max(1, int(max_queue))
@@ -211,6 +213,15 @@ class Sender:
             return
         self.warned.add(kind)
         log.log(level, "warninglight: " + message, *args)
+
+    def _repeated(self, step, metric, component, same_value):
+        self.counts["repeated_steps"] += 1
+        if same_value:  # the same value again (a framework re-logging `epoch` with its eval logs): nothing to say
+            return
+        self.warn_once("repeated", "step %s of %s was logged again in this process with another value; the repeat is not sent (the console would "
+                       "take a re-sent step for a restart) and further repeats are counted in stats['repeated_steps']. A job "
+                       "that went back to a checkpoint calls wl.restart(step) before logging its steps again",
+                       step, metric if component is None else f"{metric}@{component}")
 
     def reject(self, kind: str, message: str):
         self.counts["rejected"] += 1
@@ -284,9 +295,18 @@ class Sender:
             kind = item[0]
             try:
                 if kind == POINT:
-                    line = encoder.point(item[1], item[2], item[3], item[4], item[5])
+                    step = wire.as_step(item[1])
+                    token = wire.value_token(wire.as_float(item[4]))
+                    line = encoder.point_token(step, item[2], item[3], token, item[5])
+                    repeat = self.sent_steps.add(item[2], item[3], step, token)
+                    if repeat is not None:
+                        items += 1
+                        self._repeated(step, item[2], item[3], same_value=repeat)
+                        continue
                 elif kind == PHASE:
                     line = encoder.phase(item[1], item[2], item[3])
+                    if item[2] == "restart":  # declared by the job: the steps from here on are a new attempt
+                        self.sent_steps.restart()
                 else:
                     line = encoder.event(item[1], item[2], item[3], item[4], item[5], item[6])
             except wire.Rejected as exc:

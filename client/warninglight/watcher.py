@@ -41,7 +41,7 @@ class Watch:
 
     def __init__(self, run_id, url=None, token=None, *, model=None, phases=True, optimizer=None, health_every=10,
                  config=None, data_snapshot=None, budget=None, code_rev=None, name=None, tags=None,
-                 spool_dir=None, batch_points=2000, flush_seconds=1.0, max_queue=200_000, timeout=5.0,
+                 spool_dir=None, batch_points=10_000, flush_seconds=5.0, max_queue=200_000, timeout=5.0,
                  retries=5, backoff=0.5, probe_seconds=5.0, flush_timeout=10.0):
         self._closed = True  # until fully built: close() and __del__ stay harmless
         self._health = None
@@ -134,6 +134,12 @@ class Watch:
         self._queue.append((PHASE, step, name, _time()))
         self._sender.enqueued += 1
 
+    def restart(self, step):
+        """The job went back to a checkpoint in this process and logs `step` (the first step after the
+        checkpoint) and the steps after it again: a `restart` phase at `step`, from which the console keeps
+        the re-sent steps as a new attempt. Without it a step logged again is a repeat, and not sent."""
+        self.phase("restart", step)
+
     def event(self, step, component, condition, magnitude, detail=None):
         """Queue a health event: `condition` is one of the contract's eight (warninglight.CONDITIONS)."""
         if self._closed:
@@ -181,6 +187,7 @@ class Watch:
             "sent_events": counts["sent_events"],
             "sent_phases": counts["sent_phases"],
             "duplicates": counts["duplicates"],
+            "repeated_steps": counts["repeated_steps"],
             "retries": counts["retries"],
             "spooled": counts["spooled"],
             "refused": counts["refused"],

@@ -136,10 +136,9 @@ class Encoder:
         self.names = Names()
         self._point_head = '{"type":"point","run":' + self.run + ',"step":'
 
-    def point(self, step, metric, component, value, when) -> str:
-        step = as_step(step)
+    def point_token(self, step: int, metric, component, token: str, when) -> str:
+        """A point line from a checked step and a value already written as the contract's token."""
         metric = self.names.metric(metric)
-        token = value_token(as_float(value))
         if component is None:
             return f'{self._point_head}{step},"metric":{metric},"value":{token},"time":{when!r}}}'
         component = self.names.component(component)

@@ -1,6 +1,8 @@
 """Helpers for the client tests: the client importable from client/, a fault-injecting HTTP proxy, reading back."""
 import http.client
 import http.server
+import importlib
+import os
 import socket
 import sys
 import threading
@@ -9,6 +11,22 @@ from pathlib import Path
 CLIENT_DIR = Path(__file__).resolve().parents[2] / "client"
 if str(CLIENT_DIR) not in sys.path:  # normally `pip install -e ./client` (bin/test); this keeps a bare checkout working
     sys.path.insert(0, str(CLIENT_DIR))
+
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def need(module: str):
+    """Import a third-party package a test needs (the test extra installs it): skipped on a laptop
+    without it, a failure under CI, like the postgres/redis/browser markers."""
+    import pytest
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if IN_CI:
+            pytest.fail(f"CI must run this test, but {module} is not installed (pip install -e '.[test]'): {exc}")
+        pytest.skip(f"needs {module} (pip install -e '.[test]')", allow_module_level=True)
 
 
 def closed_port() -> int:
@@ -115,3 +133,21 @@ def read_json(token, path):
     response = APIClient().get(path, HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.status_code == 200, response.content
     return response.json()
+
+
+def alerts_of(token, run_id):
+    """The run's alerts as `GET /api/v1/alerts/?run=` gives them, by fired step then id."""
+    alerts = read_json(token, f"/api/v1/alerts/?run={run_id}")
+    alerts = alerts["results"] if isinstance(alerts, dict) else alerts
+    return sorted(alerts, key=lambda a: (a["fired_step"], a["id"]))
+
+
+def tiny_lm_data(n, seed, vocab=64, length=32):
+    """`n` token rows a tiny language model learns quickly: each row counts up from a random start, by a
+    random stride of 1 to 3 (mod `vocab`). A torch LongTensor (n, length)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    start = torch.randint(0, vocab, (n, 1), generator=g)
+    stride = torch.randint(1, 4, (n, 1), generator=g)
+    return (start + stride * torch.arange(length)) % vocab

@@ -3,10 +3,9 @@ import math
 import re
 
 import numpy as np
-import pytest
 
 from ingest.models import BatchReceipt, Project
-from tests.client.support import Proxy, read_json, read_points
+from tests.client.support import Proxy, need, read_json, read_points
 
 import warninglight  # noqa: E402  (tests.client.support puts client/ on the path)
 
@@ -176,7 +175,7 @@ def test_a_wrong_token_spools_and_the_spool_imports_with_the_right_one(console_s
 
 
 def test_torch_scalars_are_converted_in_the_sender_thread(console_server, token, tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     weight = torch.tensor(2.0, requires_grad=True)
     with warninglight.watch(run_id="tensors", url=console_server.url, token=token, spool_dir=tmp_path, **FAST) as wl:
         for step in range(5):

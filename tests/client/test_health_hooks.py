@@ -10,7 +10,9 @@ import math
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.client.support import need  # noqa: E402
+
+torch = need("torch")
 from torch import nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 

@@ -16,14 +16,15 @@ says what happens between health steps).
 """
 import time
 
-import pytest
 
-torch = pytest.importorskip("torch")
+from tests.client.support import need  # noqa: E402
+
+torch = need("torch")
 import torch.nn.functional as F  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from alerts.starter import install_starter_pack  # noqa: E402
-from tests.client.support import closed_port, read_json  # noqa: E402
+from tests.client.support import alerts_of, closed_port  # noqa: E402
 from tests.client.test_health_hooks import TinyLM, lm_batch  # noqa: E402
 
 import warninglight  # noqa: E402
@@ -55,12 +56,6 @@ def training(wl_options=None):
             wl.log(step, loss=loss.detach(), lr=3e-3)
     wall = time.perf_counter() - started
     return wall, wl
-
-
-def alerts_of(token, run_id):
-    alerts = read_json(token, f"/api/v1/alerts/?run={run_id}")
-    alerts = alerts["results"] if isinstance(alerts, dict) else alerts
-    return sorted(alerts, key=lambda a: (a["fired_step"], a["id"]))
 
 
 def summary(alerts):

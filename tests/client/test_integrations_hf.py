@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.client.support import closed_port  # noqa: F401  (puts client/ on the path)
+from tests.client.support import closed_port, need  # noqa: F401  (puts client/ on the path)
 
 from warninglight.integrations import hf  # imports without transformers
 
@@ -110,8 +110,8 @@ def test_a_missing_transformers_is_a_clear_import_error(monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- real Trainer
 def test_a_real_trainer_run_sends_logs_phases_and_health(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
+    transformers = need("transformers")
+    torch = need("torch")
     from torch import nn
 
     class TinyClassifier(nn.Module):
@@ -168,3 +168,31 @@ def test_a_real_trainer_run_sends_logs_phases_and_health(tmp_path):
     assert all(isinstance(v, float) and v > 0 for v in grad)
     assert not [x for x in lines if x["type"] == "event"]  # a healthy run
     assert callback.wl is None  # opened by the callback, closed at the end of training
+
+
+def test_the_step_loss_combines_the_micro_batches_of_an_accumulated_step():
+    torch = need("torch")
+
+    class Model(torch.nn.Module):
+        def forward(self, x, num_items_in_batch=None):
+            return {"loss": x.sum() if num_items_in_batch is None else x.sum() / num_items_in_batch}
+
+    wl = Recorder()
+    cb = hf._Logic(wl)
+    model = Model()
+    args = SimpleNamespace(warmup_steps=0, warmup_ratio=0.0, logging_nan_inf_filter=True)
+    state = SimpleNamespace(global_step=0, max_steps=10)
+    cb.on_train_begin(args, state, None, model=model)
+    for x in (1.0, 3.0):  # two micro-batches, each a mean over its own batch
+        model(torch.tensor([x]))
+    model.eval()
+    model(torch.tensor([100.0]))  # an evaluation pass is not a training loss
+    model.train()
+    cb.on_optimizer_step(args, state, None)
+    state.global_step = 1
+    for x in (1.0, 3.0):  # normalised by the Trainer's num_items_in_batch over the whole step: summed
+        model(torch.tensor([x]), num_items_in_batch=4)
+    cb.on_optimizer_step(args, state, None)
+    cb.on_train_end(args, state, None)
+    assert [(s, float(v["loss"])) for s, v in wl.logs] == [(1, 2.0), (2, 1.0)]
+    assert not model._forward_hooks  # the hook is removed at the end of training

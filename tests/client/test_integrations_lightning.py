@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.client.support import closed_port  # noqa: F401  (puts client/ on the path)
+from tests.client.support import closed_port, need  # noqa: F401  (puts client/ on the path)
 
 from warninglight.integrations import lightning as wl_lightning  # imports without lightning
 
@@ -90,11 +90,8 @@ def test_a_missing_lightning_is_a_clear_import_error(monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- real Lightning
 def test_a_real_lightning_fit_sends_metrics_phases_and_health(tmp_path):
-    torch = pytest.importorskip("torch")
-    try:
-        import lightning.pytorch as pl
-    except ImportError:
-        pl = pytest.importorskip("pytorch_lightning")
+    torch = need("torch")
+    pl = need("lightning.pytorch")
     from torch import nn
 
     class Module(pl.LightningModule):
@@ -129,7 +126,7 @@ def test_a_real_lightning_fit_sends_metrics_phases_and_health(tmp_path):
                                                  spool_dir=tmp_path / "spool", retries=0, flush_seconds=0.05,
                                                  code_rev=False)
     trainer = pl.Trainer(max_steps=30, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, val_check_interval=10, limit_val_batches=2,
+                         enable_model_summary=False, val_check_interval=10, limit_val_batches=2, log_every_n_steps=3,
                          num_sanity_val_steps=0, default_root_dir=str(tmp_path), callbacks=[callback],
                          enable_checkpointing=False)
     trainer.fit(module, train, val)
@@ -142,7 +139,7 @@ def test_a_real_lightning_fit_sends_metrics_phases_and_health(tmp_path):
     loss_steps = [x["step"] for x in points if x["metric"] == "loss" and "component" not in x]
     assert loss_steps == list(range(1, 31))
     assert {x["step"] for x in points if x["metric"] == "val_loss"} >= {10, 20, 30}
-    assert {x["step"] for x in points if x["metric"] == "train_loss"} == set(range(1, 31))
+    assert {x["step"] for x in points if x["metric"] == "train_loss"} == set(range(3, 31, 3))  # log_every_n_steps
     health = {(x["metric"], x["component"], x["step"]) for x in points if "component" in x}
     assert {c for _, c, _ in health} == {"body.0", "body.2"}
     for step in (10, 20, 30):

@@ -11,14 +11,23 @@
 What it sends:
 
 * `on_log` (every `logging_steps`, and after each evaluation): the numeric logs at
-  `state.global_step`: `loss`, `learning_rate` -> `lr`, `grad_norm`, `epoch`, `eval_loss` ->
+  `state.global_step`: `learning_rate` -> `lr`, `grad_norm`, `epoch`, `eval_loss` ->
   `val_loss`, any other `eval_<x>` -> `eval/<x>`, `test_<x>` -> `test/<x>`, the end-of-training
   summary `train_<x>` -> `train/<x>` (and `total_flos` -> `train/total_flos`); other names as
   they are (characters outside `[A-Za-z0-9._/-]` become `_`). Strings and lists are skipped.
+  The Trainer's logged `loss` is sent only when the model's output carries no loss (below).
 * `on_optimizer_step` (after `optimizer.step()`, before the gradients are zeroed; transformers
-  >= 4.41): `wl.log(step)` with no values, which is what runs the health hooks at their cadence
-  while the gradients are still there. On older versions `on_step_end` does it, after
-  `zero_grad()`: the health hooks then report no `grad_norm` (and say so once).
+  >= 4.41): `loss`, the training loss of that optimizer step, taken by a forward hook from the
+  `.loss` of the model's training forward passes (the mean over an accumulated step's
+  micro-batches, their sum when the model normalised each by `num_items_in_batch`). The
+  Trainer's logged loss is an average over `logging_steps` that its default
+  `logging_nan_inf_filter=True` keeps finite when a step's loss is NaN; this one is the real
+  value. A model whose output has no `.loss` (a `compute_loss` of your own): the logged loss is
+  sent instead, with one warning while the filter is on. This log is also what runs the health
+  hooks at their cadence while the gradients are still there. On older versions `on_step_end`
+  does it, after `zero_grad()`: the health hooks then report no `grad_norm` (and say so once).
+* `epoch`, which the Trainer logs again with each evaluation's and the final logs at the same
+  step, is sent once per step: the client never sends a series' step twice.
 * phases (unless `watch(phases=False)`): `warmup` at the start when the arguments configure
   warmup (`warmup_steps`, `warmup_ratio`), `steady` from the step after it; `restart` when
   training resumes from a checkpoint (then the regular phase 10 steps later); `eval` at the
@@ -33,10 +42,13 @@ and a `config` of the main training arguments; and closes it in `on_train_end`.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 
 from . import metric_name, numeric, split_watch_args, unwrap_optimizer
+
+log = logging.getLogger("warninglight")
 
 try:
     from transformers import TrainerCallback as _Base
@@ -102,6 +114,11 @@ class _Logic:
         self._warmup_end = 0
         self._optimizer_hooked = False
         self._last_driven = None
+        self._loss_hook = None
+        self._losses = []  # the training loss of each micro-batch since the last optimizer step (0-d tensors)
+        self._losses_scaled = False  # normalised over the accumulated batch by the model (num_items_in_batch): summed
+        self._loss_from_output = None  # None: not known before the first optimizer step
+        self.stats = None  # the stats of the watch the callback opened, once it has closed it
 
     # ---- helpers -------------------------------------------------------------------------------------
     def _phases(self):
@@ -133,17 +150,68 @@ class _Logic:
         self.wl = warninglight.watch(**options)
         self._owned = True
 
-    def _drive(self, state):
-        """Run the health hooks (through a run-level log with no values) once per optimizer step."""
-        step = state.global_step
+    def _hook_loss(self, model):
+        """Take each training forward pass's `.loss` from the model's output: the Trainer's logged `loss` is an
+        average over `logging_steps` that `logging_nan_inf_filter` (on by default) keeps finite."""
+        if self._loss_hook is None and model is not None and hasattr(model, "register_forward_hook"):
+            try:
+                self._loss_hook = model.register_forward_hook(self._capture_loss, with_kwargs=True)
+            except Exception as exc:
+                log.debug("warninglight: no forward hook for the loss: %r", exc)
+
+    def _capture_loss(self, module, args, kwargs, output):
+        if not module.training:
+            return
+        try:
+            loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+            if loss is not None and getattr(loss, "ndim", None) == 0:
+                self._losses.append(loss.detach())
+                self._losses_scaled = "num_items_in_batch" in kwargs
+        except Exception:
+            pass
+
+    def _unhook_loss(self):
+        if self._loss_hook is not None:
+            self._loss_hook.remove()
+            self._loss_hook = None
+
+    def _step_loss(self, args):
+        """The loss of the optimizer step just taken (a 0-d tensor), or None; decides at the first step whether
+        the model's output carries it."""
+        losses, self._losses = self._losses, []
+        if self._loss_from_output is None:
+            self._loss_from_output = bool(losses)
+            if not losses:
+                self._unhook_loss()
+                if getattr(args, "logging_nan_inf_filter", False):
+                    log.warning("warninglight: the model's forward output carries no .loss, so the training loss sent is the "
+                                "Trainer's logged one, which logging_nan_inf_filter=True (the default) replaces when it is NaN "
+                                "or infinite: set logging_nan_inf_filter=False in TrainingArguments for a non-finite loss to "
+                                "reach the console")
+        if not losses:
+            return None
+        if len(losses) == 1:
+            return losses[0]
+        import torch
+
+        total = torch.stack(losses)
+        return total.sum() if self._losses_scaled else total.mean()
+
+    def _drive(self, args, step):
+        """Once per optimizer step: the step's loss, through the run-level log that also runs the health hooks."""
         if self.wl is not None and step != self._last_driven:
             self._last_driven = step
-            self.wl.log(step)
+            loss = self._step_loss(args)
+            if loss is None:
+                self.wl.log(step)
+            else:
+                self.wl.log(step, loss=loss)
 
     # ---- events --------------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
         if self.wl is None:
             self._open(args, state, kwargs)
+        self._hook_loss(kwargs.get("model"))
         start = state.global_step or 0
         self._warmup_end = warmup_steps(args, getattr(state, "max_steps", 0))
         regular = "warmup" if start < self._warmup_end else "steady"
@@ -159,15 +227,11 @@ class _Logic:
     def on_optimizer_step(self, args, state, control, **kwargs):
         # Called after optimizer.step() and before zero_grad(); global_step is not incremented yet.
         self._optimizer_hooked = True
-        if self.wl is not None:
-            step = state.global_step + 1
-            if step != self._last_driven:
-                self._last_driven = step
-                self.wl.log(step)
+        self._drive(args, state.global_step + 1)
 
     def on_step_end(self, args, state, control, **kwargs):
         if not self._optimizer_hooked:
-            self._drive(state)
+            self._drive(args, state.global_step)
         step = state.global_step
         if self._phase == "warmup" and step >= self._warmup_end:
             self._set_phase("steady", step + 1)
@@ -176,6 +240,8 @@ class _Logic:
         if self.wl is None:
             return
         values = map_logs(logs)
+        if self._loss_from_output:
+            values.pop("loss", None)  # sent every optimizer step from the model's output, NaN included
         if values:
             self.wl.log(state.global_step, values)
 
@@ -192,10 +258,12 @@ class _Logic:
             self.wl.phase(self._phase or "steady", step=step + 1)
 
     def on_train_end(self, args, state, control, **kwargs):
+        self._unhook_loss()
         if self._owned and self.wl is not None:
             wl, self.wl = self.wl, None
             self._owned = False
             wl.close()
+            self.stats = wl.stats
 
 
 if _Base is not None:

@@ -11,10 +11,11 @@ What it sends, at `trainer.global_step` (the number of optimizer steps taken):
 
 * `on_train_batch_end`, once per optimizer step (the first batch end after `global_step` moved;
   with gradient accumulation the other micro-batches send nothing): `loss` from the training
-  step's output, `lr` of the first optimizer's first parameter group, and every other scalar in
-  `trainer.callback_metrics` that is not a validation/test metric or an epoch aggregate
-  (`val*`, `valid*`, `test*`, `*_epoch`), named as logged (`train_loss`, `train/acc`; characters
-  outside `[A-Za-z0-9._/-]` become `_`). This run-level log is also what runs the health hooks:
+  step's output and `lr` of the first optimizer's first parameter group; and at the steps the
+  trainer's loggers log (`global_step` a multiple of `log_every_n_steps`, 50 by default) every
+  other scalar in `trainer.callback_metrics` that is not a validation/test metric or an epoch
+  aggregate (`val*`, `valid*`, `test*`, `*_epoch`), named as logged (`train_loss`, `train/acc`;
+  characters outside `[A-Za-z0-9._/-]` become `_`). This run-level log is also what runs the health hooks:
   Lightning zeroes gradients just before the next backward, so they are still there.
 * `on_validation_end` (not during the sanity check): the scalars of `callback_metrics` whose names
   start with `val` / `valid` (as logged, e.g. `val_loss`, `val_acc`, `val/f1`), once per step.
@@ -94,6 +95,7 @@ class _Logic:
         self._phase = "steady"
         self._last_step = None
         self._last_val_step = None
+        self.stats = None  # the stats of the watch the callback opened, once it has closed it
 
     def _phases(self):
         return self.wl is not None and getattr(self.wl, "phases", True)
@@ -122,6 +124,7 @@ class _Logic:
             wl, self.wl = self.wl, None
             self._owned = False
             wl.close()
+            self.stats = wl.stats
 
     # ---- hooks -----------------------------------------------------------------------------------
     def on_train_start(self, trainer, pl_module):
@@ -141,7 +144,11 @@ class _Logic:
         if self.wl is None or step == self._last_step:
             return
         self._last_step = step
-        self.wl.log(step, training_values(outputs, getattr(trainer, "callback_metrics", None), first_lr(trainer)))
+        # `callback_metrics` is computed anew on every read (a pass over the logged results), so the other
+        # scalars are read at the trainer's own logging cadence, as its loggers do; the loss comes every step.
+        every = getattr(trainer, "log_every_n_steps", 1)
+        metrics = getattr(trainer, "callback_metrics", None) if every and step % every == 0 else None
+        self.wl.log(step, training_values(outputs, metrics, first_lr(trainer)))
 
     def on_validation_start(self, trainer, pl_module):
         if getattr(trainer, "sanity_checking", False) or not self._phases():
