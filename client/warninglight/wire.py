@@ -19,6 +19,12 @@ MAX_BODY_BYTES = 4 * 1024 * 1024  # per request
 BODY_TARGET_BYTES = 3 * 1024 * 1024  # the client stays well under the limit
 MAX_STEP = 9_007_199_254_740_991
 MAX_DETAIL_BYTES = 4096
+# The console's bounds on the run object (ingest/contract.py): a run line over them would have
+# every batch of the run refused, so the client drops or cuts what is over, and says so.
+MAX_CONFIG_BYTES = 256 * 1024
+MAX_TAGS = 256
+MAX_TAG_KEY = 128
+MAX_TAG_VALUE = 256
 FLOAT_MAX = 1.7976931348623157e308
 
 RUN_ID_RE = re.compile(r"[A-Za-z0-9._:/-]{1,128}\Z")
@@ -236,14 +242,24 @@ def run_object(run_id, *, name=None, code_rev=None, data_snapshot=None, config=N
             run[key] = text
     if config is not None:
         try:
-            run["config"] = config_dict(config)
+            sent = config_dict(config)
+            size = len(json.dumps(sent, separators=(",", ":")))
+            if size > MAX_CONFIG_BYTES:
+                problems.append(f"config not sent: {size} bytes as JSON, the console takes at most {MAX_CONFIG_BYTES}")
+            else:
+                run["config"] = sent
         except Exception as exc:
             problems.append(f"config not sent: {exc}")
     if tags is not None:
+        if isinstance(tags, (list, tuple, set, frozenset)):
+            tags = dict.fromkeys(tags, "")
         if isinstance(tags, dict):
-            run["tags"] = {str(k).replace("\x00", ""): _text(v, 256, f"tag {k}", problems) or "" for k, v in tags.items()}
-        elif isinstance(tags, (list, tuple, set)):
-            run["tags"] = {str(t).replace("\x00", ""): "" for t in tags}
+            if len(tags) > MAX_TAGS:
+                problems.append(f"{len(tags)} tags: only the first {MAX_TAGS} are sent")
+            run["tags"] = {}
+            for key, value in list(tags.items())[:MAX_TAGS]:
+                key = _text(key, MAX_TAG_KEY, "a tag name", problems)
+                run["tags"][key] = _text(value, MAX_TAG_VALUE, f"tag {key}", problems) or ""
         else:
             problems.append(f"tags not sent: must be a dict of strings, got {type(tags).__name__}")
     if budget is not None:
@@ -252,14 +268,15 @@ def run_object(run_id, *, name=None, code_rev=None, data_snapshot=None, config=N
         else:
             clean = {}
             for key, value in budget.items():
-                if key == "steps" and not isinstance(value, bool) and isinstance(value, (int, float)) and value == int(value) and value >= 1:
+                if (key == "steps" and not isinstance(value, bool) and isinstance(value, (int, float))
+                        and math.isfinite(value) and value == int(value) and 1 <= value <= MAX_STEP):
                     clean["steps"] = int(value)
                 elif key == "gpu_hours" and not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
                     clean["gpu_hours"] = float(value)
                 elif key == "deadline" and _is_zoned_datetime(value):
                     clean["deadline"] = value if isinstance(value, str) else value.isoformat()
                 else:
-                    problems.append(f"budget.{key} not sent: {value!r} (steps: integer >= 1, gpu_hours: number > 0, deadline: RFC 3339 with a zone)")
+                    problems.append(f"budget.{key} not sent: {value!r} (steps: integer from 1 to {MAX_STEP}, gpu_hours: number > 0, deadline: RFC 3339 with a zone)")
             if clean:
                 run["budget"] = clean
     return run, problems
