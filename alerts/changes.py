@@ -6,6 +6,7 @@ the console's websockets hear cannot drift apart.
 """
 from django.utils import timezone
 
+from alerts import incidents
 from alerts.models import AlertChange
 from opsconsole.live import publish
 
@@ -32,4 +33,6 @@ def record_change(alert, kind, *, step=None, at=None, by=None, receipt=None, not
         **fields,
         "alert": alert_as_dict(alert),  # at commit: as this transaction left it
     })
+    # Its incident's state follows a person's or a sweep's change (evaluation's: once per batch, alerts/incidents.py).
+    incidents.alert_changed(alert, kind, receipt=receipt, by=by, now=change.at)
     return change

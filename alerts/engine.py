@@ -8,6 +8,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from alerts.evaluation import evaluate_rules
+from alerts.incidents import group_new_alerts
 from ingest.models import Block, Run, RunStatus
 from opsconsole.live import publish_points, publish_status
 
@@ -32,3 +33,4 @@ def evaluate(receipt):
         status = RunStatus.HEALTHY
     if Run.objects.filter(pk=run.pk).exclude(status=status).update(status=status):
         publish_status(run, status, run.status)
+    group_new_alerts(run, receipt, now)  # the batch's new alerts into incidents (alerts/incidents.py)

@@ -25,7 +25,8 @@ from alerts.triage_views import visible_alert
 from opsconsole.permissions import can_triage, visible_projects
 
 PAGE_SIZE = 100
-STATE_LABELS = {"open": "Open", "all": "All", **{s.value: s.label for s in AlertState}}
+STATE_LABELS = {"open": "Open", "all": "All", **{s.value: s.label for s in AlertState},
+                "needs_review": "Needs review", "resolved_no_verdict": "Resolved, no verdict"}
 
 
 def _inbox_url(request):

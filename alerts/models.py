@@ -144,6 +144,11 @@ class Alert(models.Model):
     verdict = models.CharField(max_length=16, choices=Verdict.choices, null=True, blank=True)
     fired_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # When a person first looked at it (acknowledged it, gave a verdict, resolved it by hand): a hard-invariant
+    # alert whose condition cleared stays in the inbox, and its run needs review, until then (alerts/incidents.py).
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    # The incident it is part of (alerts/incidents.py groups each alert once, when evaluation creates it).
+    incident = models.ForeignKey("Incident", null=True, blank=True, on_delete=models.SET_NULL, related_name="alerts")
 
     class Meta:
         ordering = ["fired_at", "id"]
@@ -321,3 +326,82 @@ class RuleFault(models.Model):
         ordering = ["id"]
         # Latest failure and recovery, and the failure count, of each rule: what every rules page reads.
         indexes = [models.Index(fields=["rule", "kind", "id"], name="rule_fault_latest")]
+
+
+# Alerts whose first steps are at most this many steps apart may form one incident, unless the project says
+# otherwise: the client's default health_every is 10, so a fault seen in the loss at one step is seen in the
+# components at the next health sample, up to 9 steps later.
+DEFAULT_INCIDENT_WINDOW_STEPS = 10
+MAX_INCIDENT_WINDOW_STEPS = 10_000
+
+
+class IncidentSettings(models.Model):
+    """A project's incident grouping settings (one row, or none: the defaults)."""
+
+    project = models.OneToOneField("ingest.Project", on_delete=models.CASCADE, related_name="incident_settings")
+    window_steps = models.PositiveIntegerField(default=DEFAULT_INCIDENT_WINDOW_STEPS)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(window_steps__lte=MAX_INCIDENT_WINDOW_STEPS), name="incident_window_bounded"),
+        ]
+
+    def clean(self):
+        if not isinstance(self.window_steps, int) or not 0 <= self.window_steps <= MAX_INCIDENT_WINDOW_STEPS:
+            raise ValidationError({"window_steps": f"window_steps must be a whole number of steps from 0 to {MAX_INCIDENT_WINDOW_STEPS}"})
+
+
+class IncidentState(models.TextChoices):
+    FIRING = "firing"  # an alert of it is firing
+    ACKNOWLEDGED = "acknowledged"  # none firing, someone has taken one on
+    MUTED = "muted"  # every open alert of it is muted
+    NEEDS_REVIEW = "needs_review"  # every condition cleared, but a hard invariant of it was never looked at
+    RESOLVED = "resolved"
+
+
+class Incident(models.Model):
+    """Alerts of one run that one fault caused: a named origin, its blast radius, the highest response.
+
+    Its state, origin, first step and severity follow its alerts (alerts/incidents.py); each change is an
+    IncidentChange row.
+    """
+
+    run = models.ForeignKey("ingest.Run", on_delete=models.CASCADE, related_name="incidents")
+    origin = models.ForeignKey(Alert, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    first_step = models.BigIntegerField()
+    severity = models.CharField(max_length=16, choices=PermittedResponse.choices)
+    state = models.CharField(max_length=16, choices=IncidentState.choices, default=IncidentState.FIRING)
+    opened_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["opened_at", "id"]
+        indexes = [models.Index(fields=["run", "state"], name="incident_run_state")]
+
+
+class IncidentChangeKind(models.TextChoices):
+    OPENED = "opened"
+    JOINED = "joined"  # a later alert joined it (`alert`)
+    ORIGIN = "origin"  # its origin was judged again and is now `alert`
+    STATE = "state"  # its state followed its alerts (`state`, from `previous`)
+    ACKNOWLEDGED = "acknowledged"  # a person acted on the incident: each alert has its own AlertChange row too
+    VERDICT = "verdict"
+    MUTED = "muted"
+
+
+class IncidentChange(models.Model):
+    """Every change of an incident is its own row, like AlertChange."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="changes")
+    kind = models.CharField(max_length=16, choices=IncidentChangeKind.choices)
+    alert = models.ForeignKey(Alert, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    state = models.CharField(max_length=16, choices=IncidentState.choices, blank=True)
+    previous = models.CharField(max_length=16, choices=IncidentState.choices, blank=True)
+    at = models.DateTimeField()
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    receipt = models.ForeignKey("ingest.BatchReceipt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    note = models.TextField(blank=True)
+    verdict = models.CharField(max_length=16, choices=Verdict.choices, blank=True)
+
+    class Meta:
+        ordering = ["id"]

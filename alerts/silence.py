@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from alerts.changes import record_change
 from alerts.governance import judging_errors
+from alerts.incidents import group_new_alerts
 from alerts.models import Alert, AlertState, ChangeKind, Rule, RuleKind
 from alerts.triage import apply_mutes
 from ingest.models import Run, RunStatus
@@ -48,6 +49,7 @@ def alert_silent_runs(now=None) -> int:
                     )
                     record_change(alert, ChangeKind.FIRED, step=step, at=now, note=f"no data for {silent_for:.0f} s")
                     apply_mutes(alert, now)
+                    group_new_alerts(run, now=now)
                     if Run.objects.filter(pk=run.pk).exclude(status=RunStatus.ALERTING).update(status=RunStatus.ALERTING):
                         publish_status(run, RunStatus.ALERTING, run.status)
                 fired += 1

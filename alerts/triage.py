@@ -23,11 +23,13 @@ from datetime import datetime, timedelta, timezone as dt_timezone
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from alerts.changes import record_change
 from alerts.models import MAX_MUTE_DURATION, Alert, AlertState, ChangeKind, Mute, MuteScope, Verdict
+from alerts.review import needs_review_q, resolved_no_verdict
 
 # What the inbox page offers (minutes, label); the API takes any duration up to MAX_MUTE_DURATION.
 MUTE_DURATIONS = [(60, "1 hour"), (240, "4 hours"), (1440, "24 hours"), (10080, "7 days")]
@@ -75,15 +77,29 @@ def max_duration_words():
 
 
 def acknowledge(alert, user, now=None):
-    """Firing or muted → acknowledged. Returns the new row, or None if it was acknowledged already."""
+    """Firing or muted → acknowledged. Returns the new row, or None if it was acknowledged already.
+
+    A hard invariant whose condition cleared with nobody looking (alerts/review.py) stays resolved and is
+    marked reviewed: acknowledging it is how it leaves the inbox's default view.
+    """
     now = now or timezone.now()
     with transaction.atomic():
         if not Alert.objects.filter(pk=alert.pk, state__in=ACKNOWLEDGEABLE).update(state=AlertState.ACKNOWLEDGED):
             if _current_state(alert) == AlertState.RESOLVED:
+                if Alert.objects.filter(needs_review_q(), pk=alert.pk).update(reviewed_at=now):
+                    alert.reviewed_at = now
+                    return _record(alert, ChangeKind.ACKNOWLEDGED, user, now, note="reviewed after its condition cleared")
                 raise ValidationError({"state": f"alert {alert.pk} is resolved: a resolved alert cannot be acknowledged"})
             return None
         alert.state = AlertState.ACKNOWLEDGED
+        _reviewed(alert, now)
         return _record(alert, ChangeKind.ACKNOWLEDGED, user, now)
+
+
+def _reviewed(alert, now):
+    """A person has looked at the alert (the first time counts)."""
+    if Alert.objects.filter(pk=alert.pk, reviewed_at__isnull=True).update(reviewed_at=now):
+        alert.reviewed_at = now
 
 
 def resolve(alert, user, note="", now=None):
@@ -98,6 +114,8 @@ def resolve(alert, user, note="", now=None):
             _current_state(alert)
             return None
         alert.state, alert.resolved_at = AlertState.RESOLVED, now
+        if _actor(user) is not None:
+            _reviewed(alert, now)  # resolving it by hand is looking at it
         return _record(alert, ChangeKind.RESOLVED, user, now, note=note)
 
 
@@ -114,6 +132,7 @@ def give_verdict(alert, user, verdict, note="", now=None):
         Alert.objects.select_for_update().filter(pk=alert.pk).values_list("pk", flat=True).get()
         Alert.objects.filter(pk=alert.pk).update(verdict=verdict)
         alert.verdict = verdict
+        _reviewed(alert, now)
         return _record(alert, ChangeKind.VERDICT, user, now, note=note, verdict=verdict)
 
 
@@ -264,8 +283,11 @@ def sweep_mutes(now=None) -> int:
     return ended
 
 
-# The inbox's state filter: "open" (firing, acknowledged or muted; the default), "all", or one state.
-INBOX_STATES = ["open", "all", *AlertState.values]
+# The inbox's state filter: "open" (the default: firing, acknowledged or muted, and hard invariants that
+# cleared with nobody looking), "all", one state, or the two lists of alerts waiting for a person's word
+# (alerts/review.py): "needs_review", "resolved_no_verdict".
+NEEDS_REVIEW, RESOLVED_NO_VERDICT = "needs_review", "resolved_no_verdict"
+INBOX_STATES = ["open", "all", *AlertState.values, NEEDS_REVIEW, RESOLVED_NO_VERDICT]
 
 
 def inbox_alerts(user, state="open", project=None, rule=None, run=None):
@@ -292,7 +314,11 @@ def inbox_alerts(user, state="open", project=None, rule=None, run=None):
         raise ValidationError(errors)
     alerts = Alert.objects.filter(run__project__in=visible_projects(user)).select_related("rule", "run__project")
     if state == "open":
-        alerts = alerts.filter(state__in=OPEN)
+        alerts = alerts.filter(Q(state__in=OPEN) | needs_review_q())
+    elif state == NEEDS_REVIEW:
+        alerts = alerts.filter(needs_review_q())
+    elif state == RESOLVED_NO_VERDICT:
+        alerts = resolved_no_verdict(alerts)
     elif state != "all":
         alerts = alerts.filter(state=state)
     if project:

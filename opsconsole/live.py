@@ -21,6 +21,11 @@ the kind, `run` the run id):
      "step": int|null, "at": ISO time, "by": username|null, "note": str, ...other fields of the change row (e.g. "verdict"),
      "alert": {... as alerts.alert_views.alert_as_dict gives it, as the transaction committed it ...}}
         one per AlertChange row (alerts/changes.py record_change).
+    {"type": "incident", "run": "<run id>", "change": "opened"|"joined"|"origin"|"state"|"acknowledged"|"verdict"|"muted",
+     "changes": [every change of this one message, the first being `change`], "at": ISO time, "by": username|null,
+     "note": str, "incident": {... as alerts.incidents.incident_as_dict gives it, as the transaction committed it ...}}
+        one per incident each time evaluation groups alerts into it or its state follows its alerts, and one per
+        action a person takes on it (alerts/incidents.py); each of its alerts' own changes still has its `alert` frame.
     {"type": "run", "run": "<run id>", "status": "healthy"|"alerting"|"stalled"|"finished",
      "previous": str|null, "last_step": int|null}
         the run's status changed.
@@ -45,7 +50,7 @@ from opsconsole.breaker import Breaker
 
 log = logging.getLogger(__name__)
 
-KINDS = ("points", "alert", "run")
+KINDS = ("points", "alert", "run", "incident")
 # The consumers' handler for group messages (`type` "live.message" calls `live_message`).
 HANDLER = "live.message"
 # How long one send may take before it counts as a failure (an unreachable Redis host can hang).

@@ -176,7 +176,8 @@ def test_a_muted_alert_can_be_acknowledged(api, owner, alert):
 
 
 def test_a_resolved_alert_cannot_be_acknowledged(api, owner, rule):
-    resolved = make_alert(rule, state="resolved")
+    # Reviewed already: a hard invariant nobody looked at may still be (tests/test_sticky_hard_invariants.py).
+    resolved = make_alert(rule, state="resolved", reviewed=True)
     api.force_login(owner)
     response = api.post(paths(resolved)["acknowledge"])
     assert response.status_code == 400

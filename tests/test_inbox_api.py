@@ -13,7 +13,7 @@ def mixed(rule, project, other_project):
         "firing": make_alert(rule, "run-a", "layers.0"),
         "acknowledged": make_alert(rule, "run-a", "layers.1", state="acknowledged"),
         "muted": make_alert(spike, "run-b", "", state="muted"),
-        "resolved": make_alert(rule, "run-b", "layers.2", state="resolved"),
+        "resolved": make_alert(rule, "run-b", "layers.2", state="resolved", reviewed=True),
         "theirs": make_alert(make_rule(other_project, name="their-rule"), "their-run"),
     }
 

@@ -81,7 +81,7 @@ def mixed(rule, project):
         "firing": make_alert(rule, "run-a", "layers.0"),
         "acknowledged": make_alert(rule, "run-a", "layers.1", state="acknowledged"),
         "muted": make_alert(other_rule, "run-b", "", state="muted"),
-        "resolved": make_alert(rule, "run-b", "layers.2", state="resolved"),
+        "resolved": make_alert(rule, "run-b", "layers.2", state="resolved", reviewed=True),
     }
 
 
@@ -188,7 +188,7 @@ def test_mute_from_the_page(client, oncall, alert):
 
 
 def test_acting_on_a_resolved_alert_says_why_at_the_top(client, owner, rule):
-    resolved = make_alert(rule, state="resolved")
+    resolved = make_alert(rule, state="resolved", reviewed=True)
     client.force_login(owner)
     response = client.post(f"/inbox/alerts/{resolved.pk}/acknowledge/", follow=True)
     assert "a resolved alert cannot be acknowledged" in response.content.decode()

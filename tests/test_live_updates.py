@@ -170,7 +170,7 @@ async def _batch_reaches_run_and_project_sockets(project, run, teammate):
 
     alert = await database_sync_to_async(Alert.objects.get)()
     for comm in (run_socket, project_socket):
-        points, fired, status = await frames(comm, 3)
+        points, fired, status, incident = await frames(comm, 4)
         assert points == {
             "type": "points", "run": RUN_ID, "receipt": points["receipt"], "min_step": 3, "max_step": 5, "last_step": 5,
             "attempt": 1, "points": 3, "events": 0, "phases": 0, "series": [{"metric": "loss", "component": None}],
@@ -182,14 +182,19 @@ async def _batch_reaches_run_and_project_sockets(project, run, teammate):
         assert fired["alert"]["last_step"] == 5  # the alert as the batch's evaluation committed it
         assert fired["alert"]["rule"]["name"] == "loss-nonfinite"
         assert status == {"type": "run", "run": RUN_ID, "status": "alerting", "previous": "healthy", "last_step": 5}
+        # Then its incident, one frame for the incident as a whole.
+        assert (incident["type"], incident["change"], incident["incident"]["alerts"]) == ("incident", "opened", [alert.pk])
+        assert incident["incident"]["origin"]["alert"] == alert.pk and incident["incident"]["state"] == "firing"
 
-    # The next clean point resolves it: the change and the run's status, in that order.
+    # The next clean point resolves it: the change and the run's status, in that order; the incident (a
+    # non-finite loss: a hard invariant nobody has looked at) now needs review.
     await database_sync_to_async(send_batch)(project, loss([6]))
     for comm in (run_socket, project_socket):
-        points, resolved, status = await frames(comm, 3)
+        points, resolved, status, incident = await frames(comm, 4)
         assert (points["type"], points["min_step"]) == ("points", 6)
         assert (resolved["change"], resolved["alert"]["id"], resolved["alert"]["state"]) == ("resolved", alert.pk, "resolved")
         assert (status["status"], status["previous"]) == ("healthy", "alerting")
+        assert (incident["change"], incident["incident"]["state"]) == ("state", "needs_review")
         await comm.disconnect()
     assert await database_sync_to_async(AlertChange.objects.count)() == 2
 

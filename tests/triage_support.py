@@ -24,14 +24,15 @@ def make_rule(project, name="grad-nonfinite", kind="nonfinite", scope=None, pers
     )
 
 
-def make_alert(rule, run_id="run-a", component="layers.3", state="firing", first_step=10, magnitude=2.0):
-    """An alert as the evaluator leaves it: the alert and its "fired" row."""
+def make_alert(rule, run_id="run-a", component="layers.3", state="firing", first_step=10, magnitude=2.0, reviewed=False):
+    """An alert as the evaluator leaves it: the alert and its "fired" row (`reviewed`: a person has looked at it,
+    which keeps a resolved hard invariant out of the inbox's default view)."""
     run, _ = Run.objects.get_or_create(run_id=run_id, defaults={"project": rule.project})
     now = timezone.now()
     alert = Alert.objects.create(
         rule=rule, run=run, component=component, metric="grad_norm", first_step=first_step, last_step=first_step + 1,
         fired_step=first_step + 1, magnitude=magnitude, magnitude_unit="non-finite points in a row", phase="steady",
-        state=state, fired_at=now, resolved_at=now if state == "resolved" else None,
+        state=state, fired_at=now, resolved_at=now if state == "resolved" else None, reviewed_at=now if reviewed else None,
     )
     AlertChange.objects.create(alert=alert, kind=ChangeKind.FIRED, step=first_step + 1, at=now)
     return alert

@@ -1,0 +1,504 @@
+"""Incidents: one fault, one row in the inbox, with one named origin.
+
+One NaN written into one weight fires the component's `weight_norm`, every
+other component's `grad_norm` and the loss within the same step; a
+label-corruption onset fires `gradient-explosion` on ten components at once.
+Alerts of one run whose first steps fall within the project's window
+(`IncidentSettings.window_steps`) and that are causally linked form one
+incident:
+
+- linked: they began at the same step, or both are model signals (weights,
+  activations, gradients, loss), through which a fault spreads within a few
+  steps (a backward pass, the next health sample). System metrics, events
+  without a model meaning and absence are linked to others only at the same
+  step.
+- origin: the alert judged first by causal order (weights, then activations,
+  then gradients, then loss, then the rest), then by the earliest first step,
+  then by a metric's alert before an event's (the client's `unclassified`
+  event may name the first component in forward order without knowing), then
+  by the magnitude beyond the band, then by creation order.
+- blast radius: the other (metric, component) pairs of its alerts.
+- severity: the highest permitted response among its alerts (in
+  PermittedResponse's order: observe < notify < review < stop < rewind).
+- state: firing while an alert of it fires; else acknowledged, else muted
+  while one is open; else needs review while a hard invariant of it waits for
+  a person (alerts/review.py); else resolved.
+
+Evaluation groups the alerts it created once the batch is judged
+(`group_new_alerts`, under a lock on the run's row, so two batches of one run
+group one at a time and an alert is grouped once). An alert that arrives
+later and belongs to an incident that is not resolved joins it, and the
+origin is judged again. Every change is an IncidentChange row; the run's and
+project's websockets hear one `incident` frame per incident per change
+(opsconsole/live.py).
+
+Acting on an incident (acknowledge, verdict, mute) acts on each of its alerts
+through alerts/triage.py, so each alert still gets its own AlertChange row,
+and the incident gets one row for the action.
+
+The judging functions (`signal_of`, `origin_of`, `place`, …) read only plain
+attributes (first_step, metric, condition, magnitude, pk, state, reviewed_at,
+rule.kind, rule.name, rule.permitted_response), so the migration that groups
+the alerts stored before incidents existed uses them too.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from contextlib import contextmanager
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from alerts.governance import HARD_INVARIANT_KINDS
+from alerts.models import (
+    DEFAULT_INCIDENT_WINDOW_STEPS, Alert, AlertChange, AlertState, Incident, IncidentChange, IncidentChangeKind,
+    IncidentSettings, IncidentState, PermittedResponse, RuleKind,
+)
+from opsconsole.live import publish
+
+WEIGHTS, ACTIVATIONS, GRADIENTS, LOSS = range(4)
+SIGNAL_NAMES = {WEIGHTS: "weights", ACTIVATIONS: "activations", GRADIENTS: "gradients", LOSS: "loss"}
+OTHER = len(SIGNAL_NAMES)  # system metrics, absence, events without a model meaning: after the model's signals
+SIGNAL_OF_METRIC = {
+    "weight_norm": WEIGHTS,
+    "act_norm": ACTIVATIONS, "act_max": ACTIVATIONS, "dead_fraction": ACTIVATIONS,
+    "grad_norm": GRADIENTS, "update_ratio": GRADIENTS,
+}
+# The client's conditions (ingest.contract.CONDITIONS): `unclassified` is its non-finite weight or activation
+# event, `stagnant` a frozen update ratio, `low_confidence` the model's output.
+SIGNAL_OF_CONDITION = {
+    "unclassified": WEIGHTS,
+    "dead": ACTIVATIONS, "saturated": ACTIVATIONS,
+    "exploding": GRADIENTS, "lost_gradient": GRADIENTS, "oscillating": GRADIENTS, "stagnant": GRADIENTS,
+    "low_confidence": LOSS,
+}
+SEVERITY_RANK = {response: rank for rank, response in enumerate(PermittedResponse.values)}
+
+
+def signal_of(alert) -> int | None:
+    """Where in the model the alert's signal sits (WEIGHTS … LOSS), or None when it is not a model signal."""
+    rule = alert.rule
+    if rule.kind == RuleKind.ABSENCE:
+        return None  # missing data says nothing about where in the model a fault is
+    metric = alert.metric or ""
+    if metric:
+        if metric in ("weight_norm", "update_ratio") and "weight" in rule.name:
+            return WEIGHTS  # a weight-jump rule: the component's own weights moved more than the optimizer could
+        if metric in SIGNAL_OF_METRIC:
+            return SIGNAL_OF_METRIC[metric]
+        for prefix, signal in (("weight", WEIGHTS), ("act", ACTIVATIONS), ("grad", GRADIENTS)):
+            if metric.startswith(prefix):
+                return signal
+        if "loss" in metric or metric in ("perplexity", "ppl") or metric.startswith(("val/", "eval/")):
+            return LOSS
+        return None
+    return SIGNAL_OF_CONDITION.get(alert.condition or "")
+
+
+def linked(a, b) -> bool:
+    """Causally linked: the same first step, or both model signals (a fault spreads through the model)."""
+    return a.first_step == b.first_step or (signal_of(a) is not None and signal_of(b) is not None)
+
+
+def origin_key(alert):
+    signal = signal_of(alert)
+    magnitude = alert.magnitude
+    beyond = magnitude if magnitude is not None and not math.isnan(magnitude) else -math.inf
+    return (OTHER if signal is None else signal, alert.first_step, 0 if alert.metric else 1, -beyond, alert.pk)
+
+
+def origin_of(alerts):
+    """The alert named as the incident's origin."""
+    return min(alerts, key=origin_key)
+
+
+def severity_of(alerts) -> str:
+    return max((a.rule.permitted_response for a in alerts), key=lambda r: SEVERITY_RANK.get(r, -1))
+
+
+def blast_radius(alerts, origin) -> list[dict]:
+    """The other (metric, component) pairs the incident touched, in causal order."""
+    seen, radius = {(origin.metric, origin.component)}, []
+    for alert in sorted(alerts, key=origin_key):
+        key = (alert.metric, alert.component)
+        if key not in seen:
+            seen.add(key)
+            radius.append({"metric": alert.metric or None, "component": alert.component or None})
+    return radius
+
+
+def _needs_review(alert) -> bool:
+    return alert.rule.kind in HARD_INVARIANT_KINDS and alert.state == AlertState.RESOLVED and alert.reviewed_at is None
+
+
+def state_of(alerts) -> str:
+    states = {a.state for a in alerts}
+    for state in (AlertState.FIRING, AlertState.ACKNOWLEDGED, AlertState.MUTED):
+        if state in states:
+            return str(state)
+    if any(_needs_review(a) for a in alerts):
+        return IncidentState.NEEDS_REVIEW
+    return IncidentState.RESOLVED
+
+
+def resolved_at_of(alerts):
+    """When the last of its alerts' conditions cleared; None while one is open."""
+    if any(a.state != AlertState.RESOLVED for a in alerts):
+        return None
+    return max((a.resolved_at for a in alerts if a.resolved_at is not None), default=None)
+
+
+def place(alert, groups, window: int):
+    """The index in `groups` (lists of alerts, each with at least one) the alert belongs to, or None.
+
+    It belongs to a group when its first step is within `window` steps of the group's first step and it
+    is linked to one of the group's alerts; of several, the one whose first step is nearest (then the oldest).
+    """
+    best = None
+    for index, members in enumerate(groups):
+        first = min(m.first_step for m in members)
+        distance = abs(alert.first_step - first)
+        if distance > window or not any(linked(alert, m) for m in members):
+            continue
+        if best is None or distance < best[0]:
+            best = (distance, index)
+    return None if best is None else best[1]
+
+
+def arrival_key(alert):
+    """The order new alerts are placed in: by first step, causes first, then creation."""
+    signal = signal_of(alert)
+    return (alert.first_step, OTHER if signal is None else signal, alert.pk)
+
+
+def window_steps(project_id) -> int:
+    settings = IncidentSettings.objects.filter(project_id=project_id).values_list("window_steps", flat=True).first()
+    return DEFAULT_INCIDENT_WINDOW_STEPS if settings is None else settings
+
+
+# --- grouping, as evaluation creates alerts ------------------------------------------------------------
+
+def group_new_alerts(run, receipt=None, now=None) -> list[Incident]:
+    """Put every alert of the run that is in no incident into one; bring the incidents the batch touched up to date.
+
+    Idempotent: an alert is grouped once (its `incident` is set with a conditional update, under a lock
+    on the run's row that serialises groupings of one run). Returns the incidents it opened or changed.
+    """
+    from ingest.models import Run  # the run's row is the lock: every grouping of one run takes it first
+
+    now = now or timezone.now()
+    with transaction.atomic():
+        Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True).first()
+        new = list(Alert.objects.filter(run=run, incident__isnull=True).select_related("rule", "run"))
+        touched_ids = set()
+        if receipt is not None:
+            # Incidents whose alerts this batch extended or resolved: their state, first step and origin follow.
+            touched_ids = set(
+                AlertChange.objects.filter(receipt=receipt, alert__incident__isnull=False)
+                .values_list("alert__incident_id", flat=True).distinct()
+            )
+        if not new and not touched_ids:
+            return []
+        open_incidents = list(
+            Incident.objects.select_for_update().filter(run=run).exclude(state=IncidentState.RESOLVED).order_by("first_step", "id")
+        )
+        incidents = {i.pk: i for i in open_incidents}
+        incidents |= {i.pk: i for i in Incident.objects.select_for_update().filter(pk__in=touched_ids - set(incidents))}
+        members = {pk: [] for pk in incidents}
+        for alert in Alert.objects.filter(incident_id__in=list(incidents)).select_related("rule", "run").order_by("id"):
+            members[alert.incident_id].append(alert)
+        # Where each new alert goes: an open incident, or a group of this batch's that becomes a new one.
+        groups = [(i, members[i.pk]) for i in open_incidents if members[i.pk]]
+        joined = {}  # existing incident pk -> the alerts that join it
+        window = window_steps(run.project_id)
+        for alert in sorted(new, key=arrival_key):
+            index = place(alert, [m for _, m in groups], window)
+            if index is None:
+                groups.append((None, [alert]))
+                continue
+            incident, group = groups[index]
+            group.append(alert)
+            if incident is not None:
+                joined.setdefault(incident.pk, []).append(alert)
+        changed = []
+        for incident, group in groups:
+            if incident is None:
+                incident = _open(run, group, now, receipt)
+                changed.append(incident)
+                continue
+            kinds = []
+            for alert in joined.get(incident.pk, []):
+                _change(incident, IncidentChangeKind.JOINED, now, alert=alert, receipt=receipt)
+                kinds.append(IncidentChangeKind.JOINED)
+            _claim(joined.get(incident.pk, []), incident)
+            if incident.pk not in joined and incident.pk not in touched_ids:
+                continue
+            kinds += _summarize(incident, group, now, receipt=receipt)
+            if kinds:
+                _publish(incident, kinds, now)
+                changed.append(incident)
+        for pk in touched_ids - {i.pk for i, _ in groups if i is not None}:
+            # A resolved incident whose alert this batch changed (a late batch extending it).
+            if members[pk] and (kinds := _summarize(incidents[pk], members[pk], now, receipt=receipt)):
+                _publish(incidents[pk], kinds, now)
+                changed.append(incidents[pk])
+        return changed
+
+
+def _claim(alerts, incident):
+    """The alerts are the incident's; only alerts in no incident yet are taken (grouping is idempotent)."""
+    if alerts:
+        Alert.objects.filter(pk__in=[a.pk for a in alerts], incident__isnull=True).update(incident=incident)
+        for alert in alerts:
+            alert.incident = incident
+
+
+def _open(run, alerts, now, receipt):
+    origin = origin_of(alerts)
+    incident = Incident.objects.create(
+        run=run, origin=origin, first_step=min(a.first_step for a in alerts), severity=severity_of(alerts),
+        state=state_of(alerts), opened_at=now, resolved_at=resolved_at_of(alerts),
+    )
+    _claim(alerts, incident)
+    _change(incident, IncidentChangeKind.OPENED, now, alert=origin, receipt=receipt, state=incident.state,
+            note=f"{len(alerts)} alert{'s' if len(alerts) != 1 else ''}; origin {describe_origin(origin)}")
+    _publish(incident, [IncidentChangeKind.OPENED], now)
+    return incident
+
+
+def _change(incident, kind, now, *, alert=None, by=None, receipt=None, note="", state="", previous="", verdict=""):
+    return IncidentChange.objects.create(
+        incident=incident, kind=kind, alert=alert, state=state, previous=previous, at=now, by=by, receipt=receipt,
+        note=note, verdict=verdict,
+    )
+
+
+def _summarize(incident, alerts, now, *, receipt=None, by=None) -> list[str]:
+    """Bring the incident's origin, first step, severity and state up to its alerts; a row for each change."""
+    kinds = []
+    origin = origin_of(alerts)
+    updates = {}
+    if origin.pk != incident.origin_id:
+        _change(incident, IncidentChangeKind.ORIGIN, now, alert=origin, receipt=receipt, by=by,
+                note=f"origin judged again: {describe_origin(origin)}")
+        kinds.append(IncidentChangeKind.ORIGIN)
+        updates["origin"] = origin
+    state = state_of(alerts)
+    if state != incident.state:
+        _change(incident, IncidentChangeKind.STATE, now, receipt=receipt, by=by, state=state, previous=incident.state)
+        kinds.append(IncidentChangeKind.STATE)
+        updates["state"] = state
+    for field, value in (("first_step", min(a.first_step for a in alerts)), ("severity", severity_of(alerts)),
+                         ("resolved_at", resolved_at_of(alerts))):
+        if getattr(incident, field) != value:
+            updates[field] = value
+    if updates:
+        Incident.objects.filter(pk=incident.pk).update(**updates)
+        for field, value in updates.items():
+            setattr(incident, field, value)
+    return kinds
+
+
+def describe_origin(alert) -> str:
+    what = alert.metric or alert.condition or alert.rule.name
+    where = alert.component or "the run"
+    return f"{SIGNAL_NAMES.get(signal_of(alert), 'other')}: {what} of {where} at step {alert.first_step}"
+
+
+# --- keeping the state in step with alerts changed outside evaluation --------------------------------
+
+_local = threading.local()  # .deferred: incident pks whose refresh the caller does once at the end
+
+
+def _deferred() -> set:
+    if getattr(_local, "deferred", None) is None:
+        _local.deferred = set()
+    return _local.deferred
+
+
+@contextmanager
+def _refresh_once(incident):
+    """Inside, alerts' changes do not refresh the incident one by one; it is refreshed once by the caller."""
+    deferred = _deferred()
+    added = incident.pk not in deferred
+    deferred.add(incident.pk)
+    try:
+        yield
+    finally:
+        if added:
+            deferred.discard(incident.pk)
+
+
+def alert_changed(alert, kind, *, receipt=None, by=None, now=None) -> None:
+    """Called for every AlertChange (alerts/changes.py): the alert's incident follows a person's or a sweep's change.
+
+    Evaluation's own changes (those with a receipt) are brought up to date once per batch by
+    group_new_alerts, and fired/extended rows change no state.
+    """
+    from alerts.models import ChangeKind
+
+    incident_id = getattr(alert, "incident_id", None)
+    if incident_id is None or receipt is not None or kind in (ChangeKind.FIRED, ChangeKind.EXTENDED):
+        return
+    if incident_id in _deferred():
+        return
+    refresh(incident_id, by=by, now=now)
+
+
+def refresh(incident_id, *, by=None, now=None, kinds=()) -> Incident | None:
+    """Bring the incident up to its alerts (under its row lock) and tell its run's listeners."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        incident = Incident.objects.select_for_update().filter(pk=incident_id).select_related("run").first()
+        if incident is None:
+            return None
+        alerts = list(Alert.objects.filter(incident=incident).select_related("rule", "run").order_by("id"))
+        if not alerts:
+            return incident
+        written = list(kinds) + _summarize(incident, alerts, now, by=by)  # an action's own kind first
+        if written:
+            _publish(incident, written, now, by=by)
+        return incident
+
+
+def _publish(incident, kinds, now, by=None, note=""):
+    run = incident.run
+
+    def frame():
+        fresh = Incident.objects.select_related("run", "origin__rule").get(pk=incident.pk)
+        return {
+            "change": str(kinds[0]),
+            "changes": [str(k) for k in kinds],
+            "at": now,
+            "by": by.get_username() if by is not None else None,
+            "note": note,
+            "incident": incident_as_dict(fresh),
+        }
+
+    publish(run, "incident", frame)
+
+
+# --- reading ---------------------------------------------------------------------------------------------
+
+def incident_as_dict(incident, alerts=None) -> dict:
+    """The API's and the websocket's shape of an incident (`run`, `origin__rule` loaded)."""
+    if alerts is None:
+        alerts = list(Alert.objects.filter(incident=incident).select_related("rule").order_by("id"))
+    origin = incident.origin
+    return {
+        "id": incident.pk,
+        "run": incident.run.run_id,
+        "state": incident.state,
+        "severity": incident.severity,
+        "first_step": incident.first_step,
+        "origin": None if origin is None else {
+            "alert": origin.pk,
+            "rule": origin.rule.name,
+            "metric": origin.metric or None,
+            "component": origin.component or None,
+            "step": origin.first_step,
+        },
+        "alerts": sorted(a.pk for a in alerts),
+        "blast_radius": blast_radius(alerts, origin) if origin is not None and alerts else [],
+        "opened_at": incident.opened_at,
+        "resolved_at": incident.resolved_at,
+    }
+
+
+def incidents_of_run(run):
+    """The run's incidents, oldest first, each with its alerts loaded (`incident.alert_list`)."""
+    incidents = list(Incident.objects.filter(run=run).select_related("run", "origin__rule").order_by("opened_at", "id"))
+    by_pk = {i.pk: i for i in incidents}
+    for incident in incidents:
+        incident.alert_list = []
+    for alert in Alert.objects.filter(incident__in=incidents).select_related("rule", "run").order_by("id"):
+        by_pk[alert.incident_id].alert_list.append(alert)
+    return incidents
+
+
+# --- acting on an incident -------------------------------------------------------------------------------
+
+def _acting(incident, user, kind, now, act, note="", verdict=""):
+    """Run `act(alert)` on each alert of the incident (locked); one IncidentChange row if any alert changed."""
+    from alerts.triage import _actor
+
+    with transaction.atomic(), _refresh_once(incident):
+        Incident.objects.select_for_update().filter(pk=incident.pk).values_list("pk", flat=True).get()
+        alerts = list(Alert.objects.filter(incident=incident).select_related("rule", "run").order_by("id"))
+        results = act(alerts)
+        if results:
+            _change(incident, kind, now, by=_actor(user), note=note, verdict=verdict)
+            refresh(incident.pk, by=_actor(user), now=now, kinds=[kind])
+    incident.refresh_from_db()
+    return results
+
+
+def acknowledge_incident(incident, user, now=None) -> list[AlertChange]:
+    """Acknowledge each alert of the incident that can be (open ones, and hard invariants waiting for review).
+
+    Returns the alerts' new rows (empty when every alert was acknowledged already). An incident with
+    nothing left to acknowledge (all its alerts resolved and reviewed) is a ValidationError on `state`.
+    """
+    from alerts import triage
+
+    now = now or timezone.now()
+
+    def act(alerts):
+        if all(a.state == AlertState.RESOLVED and not _needs_review(a) for a in alerts):
+            raise ValidationError({"state": f"incident {incident.pk} is resolved: a resolved incident cannot be acknowledged"})
+        rows = []
+        for alert in alerts:
+            if alert.state == AlertState.RESOLVED and not _needs_review(alert):
+                continue
+            row = triage.acknowledge(alert, user, now=now)
+            if row is not None:
+                rows.append(row)
+        return rows
+
+    return _acting(incident, user, IncidentChangeKind.ACKNOWLEDGED, now, act)
+
+
+def give_incident_verdict(incident, user, verdict, note="", now=None) -> list[AlertChange]:
+    """The same verdict on each alert of the incident, each with its own row (alerts/triage.py checks it)."""
+    from alerts import triage
+
+    now = now or timezone.now()
+    return _acting(
+        incident, user, IncidentChangeKind.VERDICT, now,
+        lambda alerts: [triage.give_verdict(a, user, verdict, note=note, now=now) for a in alerts],
+        note=triage._text(note, "note"), verdict=verdict if isinstance(verdict, str) else "",
+    )
+
+
+def mute_incident(incident, user, scope, reason, expires_at=None, *, duration_minutes=None, now=None):
+    """Mute the rule of each open alert of the incident at `scope` (rule, run or component), until one expiry.
+
+    One Mute per rule for the rule and run scopes (the first mute already covers the incident's other
+    alerts of that rule), one per alert for the component scope; every alert muted gets its own row.
+    Returns the mutes made. An incident with no open alert is a ValidationError on `state`.
+    """
+    from alerts import triage
+
+    now = now or timezone.now()
+
+    def act(alerts):
+        open_alerts = [a for a in alerts if a.state != AlertState.RESOLVED]
+        if not open_alerts:
+            raise ValidationError({"state": f"incident {incident.pk} is resolved: a resolved incident cannot be muted"})
+        try:
+            expiry = triage.parse_expiry(expires_at, duration_minutes, now)
+        except ValidationError:
+            expiry = None  # mute() below names the problem along with any other
+        mutes = []
+        for alert in open_alerts:
+            if any(m.covers(alert) for m in mutes):
+                continue
+            given = {"expires_at": expiry} if expiry is not None else {"expires_at": expires_at, "duration_minutes": duration_minutes}
+            mutes.append(triage.mute(alert, user, scope, reason, now=now, **given))
+        return mutes
+
+    mutes = _acting(incident, user, IncidentChangeKind.MUTED, now, act,
+                    note=reason.strip() if isinstance(reason, str) else "")
+    return mutes

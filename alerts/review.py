@@ -1,0 +1,55 @@
+"""Sticky hard invariants, and alerts that ended with nobody's word on them.
+
+A hard invariant (a non-finite value, missing data: governance.HARD_INVARIANT_KINDS)
+that fired and cleared by itself is not over: a single NaN loss followed by
+finite points is still a NaN in the run. Its alert resolves as any other does
+(the condition cleared), but until a person acknowledges it, gives a verdict or
+resolves it by hand (`Alert.reviewed_at`, set by alerts/triage.py) it stays in
+the inbox's default view and its run shows "needs review".
+
+Every other alert that resolved by itself and has no verdict is counted under
+"resolved, no verdict": the alerts nobody judged, which a false-alarm rate must
+not silently drop.
+"""
+from django.db.models import Exists, OuterRef, Q
+
+from alerts.governance import HARD_INVARIANT_KINDS
+from alerts.models import Alert, AlertChange, AlertState, ChangeKind
+
+
+def needs_review_q(prefix: str = "") -> Q:
+    """Alerts of hard-invariant rules whose condition cleared and that no person has looked at yet.
+
+    `prefix` reaches the alert through a relation ("alerts__" from a run).
+    """
+    return Q(**{
+        f"{prefix}rule__kind__in": HARD_INVARIANT_KINDS,
+        f"{prefix}state": AlertState.RESOLVED,
+        f"{prefix}reviewed_at__isnull": True,
+    })
+
+
+def needs_review(alert) -> bool:
+    """In Python, what needs_review_q says in SQL (`alert.rule` loaded)."""
+    return alert.rule.kind in HARD_INVARIANT_KINDS and alert.state == AlertState.RESOLVED and alert.reviewed_at is None
+
+
+def resolved_by_a_person():
+    """An Exists() for annotating alerts: a person resolved it (a RESOLVED row with `by`)."""
+    return Exists(AlertChange.objects.filter(alert=OuterRef("pk"), kind=ChangeKind.RESOLVED, by__isnull=False))
+
+
+def resolved_no_verdict(alerts):
+    """Of `alerts`, those that resolved by themselves and have no verdict, other than the ones needing review."""
+    return (
+        alerts.filter(state=AlertState.RESOLVED, verdict__isnull=True)
+        .exclude(needs_review_q())
+        .exclude(resolved_by_a_person())
+    )
+
+
+def runs_needing_review(runs) -> set[int]:
+    """The pks of `runs` (a queryset or pks) with an alert that needs review."""
+    return set(
+        Alert.objects.filter(needs_review_q(), run__in=runs).values_list("run_id", flat=True).distinct()
+    )
