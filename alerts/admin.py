@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from alerts.forms import ParamErrorsOnParamsField
-from alerts.models import Mute, Rule, RuleFault, RuleRevision
+from alerts.models import Incident, IncidentSettings, Mute, Rule, RuleFault, RuleRevision
 from alerts.rules import delete_rule, save_rule
 
 
@@ -61,4 +61,29 @@ class RuleFaultAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(IncidentSettings)
+class IncidentSettingsAdmin(admin.ModelAdmin):
+    """A project's incident window (alerts/incidents.py); a project without a row uses the default."""
+
+    list_display = ["project", "window_steps"]
+
+
+@admin.register(Incident)
+class IncidentAdmin(admin.ModelAdmin):
+    """Read-only: evaluation groups alerts into incidents; people act on them in the inbox or the API."""
+
+    list_display = ["id", "run", "state", "severity", "first_step", "origin", "opened_at", "resolved_at"]
+    list_filter = ["state", "severity"]
+    readonly_fields = [f.name for f in Incident._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False

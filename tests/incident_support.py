@@ -1,0 +1,47 @@
+"""Telemetry of a ten-component model as a job sends it, for the incident and sticky-invariant tests."""
+import numpy as np
+
+from alerts.models import Incident
+from alerts.starter import install_starter_pack
+
+COMPONENTS = [f"layers.{i}" for i in range(10)]
+
+
+def healthy(steps, seed=0, components=COMPONENTS, health=True):
+    """Points of a healthy run: a falling loss, and each component's weight and gradient norms near a level."""
+    rng = np.random.default_rng(seed)
+    points = []
+    for step in steps:
+        points.append({"step": step, "metric": "loss", "value": float(2.0 * np.exp(-step / 500) + rng.normal(0, 0.01))})
+        if health:
+            for i, component in enumerate(components):
+                points.append({"step": step, "metric": "weight_norm", "component": component, "value": float(10 + i + rng.normal(0, 0.01))})
+                points.append({"step": step, "metric": "grad_norm", "component": component, "value": float(1 + 0.1 * i + rng.normal(0, 0.02))})
+    return points
+
+
+def nan_in_one_weight(step, bad="layers.4", components=COMPONENTS, loss=True, health=True):
+    """What one NaN written into one weight of `bad` shows at `step`: its weight norm, every other component's
+    gradient norm and the loss, all non-finite (the component's own gradient too)."""
+    points = [{"step": step, "metric": "loss", "value": "NaN"}] if loss else []
+    if health:
+        for component in components:
+            points.append({"step": step, "metric": "weight_norm", "component": component,
+                           "value": "NaN" if component == bad else 10.0})
+            points.append({"step": step, "metric": "grad_norm", "component": component, "value": "NaN"})
+    return points
+
+
+def send(sender, run_id, points):
+    response = sender.post({"run": {"id": run_id}, "points": points})
+    assert response.status_code == 202, response.content
+    return response
+
+
+def starter_project(project):
+    install_starter_pack(project)
+    return project
+
+
+def incidents(run_id):
+    return list(Incident.objects.filter(run__run_id=run_id).select_related("origin__rule").order_by("opened_at", "id"))
