@@ -9,7 +9,10 @@ expired) have no `by`.
 States: firing → acknowledged → resolved; firing or acknowledged → muted;
 muted → acknowledged (someone takes it on) or, when its mute expires, firing
 again. Resolved is final: it cannot be acknowledged or muted (a ValidationError
-naming `state`). Acknowledging an acknowledged alert and resolving a resolved
+naming `state`), except that a hard invariant whose condition cleared with
+nobody looking may still be acknowledged (alerts/review.py): it stays resolved
+and is marked reviewed. Acknowledging, a verdict, and resolving by hand set
+`reviewed_at` the first time. Acknowledging an acknowledged alert and resolving a resolved
 one change nothing and write no row (the functions return None). A verdict may
 be given on any alert, resolved included; a later verdict replaces the alert's
 verdict and both rows stay.
