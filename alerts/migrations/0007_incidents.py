@@ -14,6 +14,14 @@ from django.utils import timezone
 from alerts import incidents as judging
 
 
+def _constraints_checked_now(schema_editor):
+    """PostgreSQL: check the deferred foreign keys of the rows written here now. The schema editor creates the new
+    indexes after every operation of the migration, and PostgreSQL refuses CREATE INDEX on a table with
+    foreign-key checks still pending in the transaction."""
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+
+
 def mark_reviewed(apps, schema_editor):
     Alert = apps.get_model("alerts", "Alert")
     AlertChange = apps.get_model("alerts", "AlertChange")
@@ -24,6 +32,7 @@ def mark_reviewed(apps, schema_editor):
         firsts.setdefault(alert_id, at)
     for alert_id, at in firsts.items():
         Alert.objects.filter(pk=alert_id, reviewed_at__isnull=True).update(reviewed_at=at)
+    _constraints_checked_now(schema_editor)
 
 
 def group_existing(apps, schema_editor):
@@ -51,6 +60,7 @@ def group_existing(apps, schema_editor):
             Alert.objects.filter(pk__in=[a.pk for a in group]).update(incident=incident)
             IncidentChange.objects.create(incident=incident, kind="opened", alert=origin, state=incident.state, at=now,
                                           note=f"{len(group)} alerts stored before incidents existed, grouped")
+    _constraints_checked_now(schema_editor)
 
 
 class Migration(migrations.Migration):
