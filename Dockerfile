@@ -5,6 +5,7 @@ COPY pyproject.toml README.md ./
 COPY opsconsole ./opsconsole
 COPY ingest ./ingest
 COPY alerts ./alerts
+COPY runs ./runs
 RUN pip install --no-cache-dir .
 COPY . .
 RUN SECRET_KEY=build ALLOWED_HOSTS=build python manage.py collectstatic --noinput -v 0

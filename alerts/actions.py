@@ -23,3 +23,8 @@ def pending_actions(project, run_pk) -> list[dict]:
         .order_by("id")
     )
     return [{"action": a.rule.permitted_response, "alert": a.pk, "rule": a.rule.name} for a in alerts]
+
+
+def actions_for_batch(sender, project, run_pk, **kwargs) -> list[dict]:
+    """ingest.signals.actions_requested: the directives the ingest answer carries."""
+    return pending_actions(project, run_pk)

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from alerts import incidents
 from alerts.models import AlertChange
+from alerts.wire import alert_as_dict
 from opsconsole.live import publish
 
 
@@ -19,8 +20,6 @@ def record_change(alert, kind, *, step=None, at=None, by=None, receipt=None, not
     `run` should be loaded (select_related) to spare a query each.
     Other AlertChange fields (e.g. `verdict`) go in `fields`; the message carries them too.
     """
-    from alerts.alert_views import alert_as_dict  # the API's shape; imported late (views import DRF)
-
     change = AlertChange.objects.create(
         alert=alert, kind=kind, step=step, at=at or timezone.now(), by=by, receipt=receipt, note=note, **fields
     )

@@ -6,7 +6,7 @@ from alerts import faults
 from alerts.models import Rule
 from alerts.rules import EDIT_DENIED, name_conflict, save_rule
 from ingest.models import Project
-from opsconsole.api import JsonTypesMixin
+from opsconsole.rest import JsonTypesMixin
 from opsconsole.permissions import can_edit_rules, visible_projects
 
 

@@ -247,3 +247,8 @@ def install_starter_pack(project: Project, *, user=None) -> list[Rule]:
             rule = Rule(project=project, owner=owner, diagnostic_url=runbook_url(spec["name"]), **fields)
             created.append(save_rule(rule, user=user, source="starter"))
     return created
+
+
+def starter_pack_for_new_project(sender, project, **kwargs) -> list[Rule]:
+    """ingest.signals.project_set_up: the pack, once, for a project with an owner."""
+    return install_starter_pack(project)

@@ -10,6 +10,7 @@ from alerts import engine
 from alerts.silence import alert_silent_runs
 from alerts.triage import sweep_mutes
 from ingest.models import BatchReceipt, Run, RunStatus
+from opsconsole.breaker import Breaker
 from opsconsole.db import once_more_if_connection_lost
 from opsconsole.live import collected, publish_status
 
@@ -43,8 +44,6 @@ def _evaluate_batch(receipt_id):
 @shared_task
 def sweep_unevaluated(grace_seconds=10, limit=1000):
     """Queue batches whose evaluation was never queued or was lost (e.g. Redis was down)."""
-    from ingest.service import queue_evaluation
-
     cutoff = timezone.now() - timedelta(seconds=grace_seconds)
     ids = list(
         BatchReceipt.objects.filter(evaluated_at__isnull=True, received_at__lte=cutoff)
@@ -65,3 +64,33 @@ def sweep_unevaluated(grace_seconds=10, limit=1000):
         if Run.objects.filter(pk=run.pk, status=RunStatus.HEALTHY).update(status=RunStatus.STALLED):
             publish_status(run, RunStatus.STALLED, RunStatus.HEALTHY)
     return queued
+
+
+# With the broker down, one ingest finds out (the broker's transport options make that one quick attempt,
+# settings.py) and the next ones skip it for a growing back-off: their batches are left to the sweep.
+BROKER = Breaker("evaluation queue (Celery broker)", logger=log)
+
+
+def queue_evaluation(receipt_id: int, *, force: bool = False) -> bool:
+    """Hand the batch to the evaluation worker; True when queued. If the broker is down the sweep catches it later.
+
+    `force` tries the broker even while the breaker has it down (the sweep runs in a worker, which has
+    just heard from the broker).
+    """
+    from kombu.exceptions import OperationalError
+
+    def send():
+        evaluate_batch.apply_async((receipt_id,), retry=False)
+        return True
+
+    if evaluate_batch.app.conf.task_always_eager:
+        return send()  # no broker: evaluated here and now
+    queued = BROKER.call(send, errors=(OperationalError, OSError, ConnectionError), fallback=False, force=force)
+    if not queued:
+        log.info("batch %s is left to the sweep: the evaluation queue is unreachable", receipt_id)
+    return queued
+
+
+def queue_stored_batch(sender, receipt_id, **kwargs):
+    """ingest.signals.batch_stored: evaluate what was stored (connected in AlertsConfig.ready)."""
+    queue_evaluation(receipt_id)

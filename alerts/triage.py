@@ -293,6 +293,16 @@ NEEDS_REVIEW, RESOLVED_NO_VERDICT = "needs_review", "resolved_no_verdict"
 INBOX_STATES = ["open", "all", *AlertState.values, NEEDS_REVIEW, RESOLVED_NO_VERDICT]
 
 
+def visible_alert(user, pk) -> Alert:
+    """The alert if the caller may see its run's project; 404 otherwise (its existence is not revealed)."""
+    from django.shortcuts import get_object_or_404
+
+    from opsconsole.permissions import visible_projects
+
+    alerts = Alert.objects.filter(run__project__in=visible_projects(user)).select_related("rule", "run__project")
+    return get_object_or_404(alerts, pk=pk)
+
+
 def inbox_alerts(user, state="open", project=None, rule=None, run=None):
     """Alerts of the runs the user may see, newest first; the one query behind the inbox page and API.
 

@@ -28,7 +28,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "faults"))
 
-from run import PYTHON, ROOT, Client, Server, manage, service_env  # noqa: E402  (benchmarks/faults/run.py)
+from run import PYTHON, ROOT, Client, manage, service_env  # noqa: E402  (benchmarks/faults/run.py)
+from benchmarks.support import Server  # noqa: E402  (run put the repository root on sys.path)
 
 RUN = "bench-am-run"
 

@@ -44,7 +44,7 @@ def main():
     from django.core.management import call_command
     from django.test import Client
 
-    from ingest import service
+    from alerts import tasks
     from ingest.models import BatchReceipt, Project, ProjectToken
 
     call_command("migrate", verbosity=0)
@@ -67,7 +67,7 @@ def main():
     print(f"batches: {args.batches} x {args.points} points, Redis down (broker, channel layer, cache)")
     print(f"first ingest (finds the broker down): {latencies[0] * 1000:.1f} ms")
     print(f"next {len(rest)}: median {statistics.median(rest) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms")
-    breaker = getattr(service, "BROKER", None)  # absent before the breaker existed (for comparisons)
+    breaker = getattr(tasks, "BROKER", None)  # absent before the breaker existed (for comparisons)
     if breaker is not None:
         print(f"broker tried {breaker.attempts} time(s), skipped {breaker.skipped}")
     print(f"stored, left to the sweep: {BatchReceipt.objects.filter(evaluated_at__isnull=True).count()}")

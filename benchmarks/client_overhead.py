@@ -455,12 +455,13 @@ def console_cpu() -> float:
 
 def start_console(tmp: Path):
     sys.path.insert(0, str(HERE / "faults"))
-    import run as faults  # noqa: E402  (its console helpers: service_env, manage, Server)
+    import run as faults  # noqa: E402  (its console helpers: service_env, manage)
+    from benchmarks.support import Server  # noqa: E402
 
     env = faults.service_env(f"sqlite:///{tmp / 'overhead.sqlite3'}", tmp / "var")
     faults.manage(env, "migrate", "--noinput")
     token = faults.manage(env, "issue_token", "overhead", "--owner", "Bench On-call <oncall@example.org>").strip().splitlines()[-1]
-    server = faults.Server(env, tmp / "uvicorn.log", 1)
+    server = Server(env, tmp / "uvicorn.log", 1)
     server.wait_ready()
     global CONSOLE_PID
     CONSOLE_PID = server.proc.pid

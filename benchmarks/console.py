@@ -41,7 +41,7 @@ What it does:
    Reported per case: the client's wall time (request sent to body read, on localhost) and the
    server time from the header, median and p95 (the 19th of 20), and which band the response drew:
    with --pack, a whole-run (rollup) request under a band rule reads the stored BandSample rows
-   (`opsconsole.chart_api.stored_band`), a zoomed (raw) one replays the rule's judge
+   (`runs.chart.stored_band`), a zoomed (raw) one replays the rule's judge
    (`alerts.evaluation.chart_band`), a series under no band rule gets `series_band`.
 3. checks, from the responses, that downsampling hides nothing: at the full range and at
    windows of 50,000, 5,000 and 500 steps around an overflow step, every bucket's min, max
@@ -110,6 +110,7 @@ import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
 from benchmarks import ingest as bench  # noqa: E402
+from benchmarks import support  # noqa: E402
 
 PYTHON = sys.executable
 USERNAME = "bench"
@@ -296,14 +297,14 @@ def build(args, data, env, url, logdir):
     print(f"  {rules} enabled rules before the first batch", flush=True)
     info = {"db": args.db, "pack": bool(args.pack), "rules": rules, "points": data.n_points, "batches": data.n_batches,
             "code": bench.code_version(), "when": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-    procs = bench.Procs(logdir)
+    procs = support.Procs(logdir)
     sampler = BacklogSampler(url)
     try:
-        port = bench.free_port()
+        port = support.free_port()
         procs.start("uvicorn-build", [PYTHON, "-m", "uvicorn", "opsconsole.asgi:application", "--host", "127.0.0.1",
                                       "--port", str(port), "--workers", "2", "--no-access-log", "--log-level", "warning"], env)
         procs.start("celery-build", [PYTHON, "-m", "celery", "-A", "opsconsole", "worker", "-c", "1", "-l", "warning"], env)
-        bench.wait_http(port, procs)
+        support.wait_http(port, procs)
         bench.wait_celery(env, procs)
         npoints = [data.n_series * min(bench.STEPS_PER_BATCH, data.n_steps - b * bench.STEPS_PER_BATCH)
                    for b in range(data.n_batches)]
@@ -464,7 +465,7 @@ SERIES = [("loss", ""), ("grad_norm", "layers.3"), ("step_time", "")]
 
 
 def band_source(rule, resolution):
-    """Which band the chart view drew (opsconsole/chart_api.py): stored rows, the replayed judge, or series_band."""
+    """Which band the chart view drew (runs/chart.py): stored rows, the replayed judge, or series_band."""
     if rule is None:
         return "series_band (no band rule)"
     return f"stored BandSample ({rule})" if resolution == "rollup" else f"replayed judge, chart_band ({rule})"
@@ -818,7 +819,7 @@ def view_band(series, start, end, buckets, data):
     """The band SeriesChartView draws for this request, chosen as the view chooses: (source, callable)."""
     from alerts.bands import BandParams, series_band
     from alerts.evaluation import chart_band
-    from opsconsole.chart_api import band_rule_for, stored_band
+    from runs.chart import band_rule_for, stored_band
 
     rule = band_rule_for(series)
     every = max(1, int(data.count.sum()) // max(buckets, 1))
@@ -833,7 +834,7 @@ def stored_vs_replayed(series):
     """With a band rule: its stored BandSample rows against its judge replayed over the whole series, same steps."""
     from alerts.evaluation import chart_band
     from alerts.models import BandSample
-    from opsconsole.chart_api import band_rule_for
+    from runs.chart import band_rule_for
 
     rule = band_rule_for(series)
     if rule is None:
@@ -998,12 +999,12 @@ def main(argv=None):
               f"{have['rules']} rules, {have['band_samples']:,} band samples, {have['unevaluated']} batches unevaluated; "
               f"superuser {USERNAME!r}", flush=True)
 
-        procs = bench.Procs(logdir)
+        procs = support.Procs(logdir)
         try:
-            port = bench.free_port()
+            port = support.free_port()
             procs.start("uvicorn", [PYTHON, "-m", "uvicorn", "benchmarks.console:timed_application", "--host", "127.0.0.1",
                                     "--port", str(port), "--workers", "1", "--no-access-log", "--log-level", "warning"], env)
-            bench.wait_http(port, procs)
+            support.wait_http(port, procs)
             cookie = http_login(port)
             loads["requests"] = load()
             print(f"\n== chart data through uvicorn --workers 1 (127.0.0.1:{port}, DEBUG=0): {args.warmups} warm-ups + "

@@ -37,7 +37,6 @@ import math
 import os
 import queue
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -52,7 +51,10 @@ import orjson
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
+# The repository root first: run as a script, sys.path[0] is benchmarks/, where this file would shadow the `ingest` app.
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.support import PYTHON, Procs, free_port, wait_http  # noqa: E402
 STEPS_PER_BATCH = 100
 RUN_ID = "bench-llama-7b-ft"
 PROJECT_SLUG = "bench"
@@ -265,70 +267,10 @@ def code_version() -> str:
     return f"git {head or '?'} ({state}); code hash {digest.hexdigest()[:12]}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def flush_redis(url: str):
     import redis
 
     redis.Redis.from_url(url).flushdb()
-
-
-class Procs:
-    """Subprocesses in their own process groups, ended (TERM, then KILL) on any exit."""
-
-    def __init__(self, logdir: Path):
-        self.logdir = logdir
-        self.procs: list[tuple[str, subprocess.Popen, Path]] = []
-
-    def start(self, name: str, argv: list[str], env: dict) -> subprocess.Popen:
-        log = self.logdir / f"{name}.log"
-        fh = open(log, "ab")
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        fh.close()
-        self.procs.append((name, proc, log))
-        return proc
-
-    def check_alive(self):
-        for name, proc, log in self.procs:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{name} exited with {proc.returncode}; log tail:\n{tail(log)}")
-
-    def stop_all(self):
-        for _name, proc, _log in reversed(self.procs):
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + 15
-        for _name, proc, _log in self.procs:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        for _name, proc, _log in self.procs:
-            # The group may hold children (uvicorn workers, celery pool) even after the leader is gone.
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        self.procs.clear()
-
-
-def tail(path: Path, n=4000) -> str:
-    try:
-        return path.read_text(errors="replace")[-n:]
-    except OSError:
-        return "(no log)"
 
 
 def service_env(database_url: str, redis_url: str) -> dict:
@@ -351,23 +293,6 @@ def manage(env: dict, *args: str) -> str:
     if res.returncode != 0:
         raise RuntimeError(f"manage.py {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
     return res.stdout
-
-
-def wait_http(port: int, procs: Procs, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        procs.check_alive()
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/api/v1/runs/")
-            status = conn.getresponse().status
-            conn.close()
-            if status in (401, 403):  # up, and refusing an unauthenticated read as it should
-                return
-            raise RuntimeError(f"server answered {status} to an unauthenticated GET /api/v1/runs/")
-        except (ConnectionError, OSError, http.client.HTTPException):
-            time.sleep(0.25)
-    raise RuntimeError(f"server did not answer on port {port} within {timeout:.0f}s")
 
 
 def wait_celery(env: dict, procs: Procs, timeout=60.0):

@@ -24,17 +24,13 @@ from datetime import datetime
 import orjson
 from django.db import connection, transaction
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from ingest.auth import ProjectTokenAuthentication
 from ingest.contract import COMPONENT_RE, CONDITIONS, MAX_ITEMS, MAX_STEP, RUN_ID_RE, Batch, ContractError, OutOfRange, check_body_size, loads
 from ingest.models import BatchReceipt, Condition, Event, EventSource, Layer, Run
-from ingest.service import RunOfAnotherProject, locked_run, queue_evaluation
+from ingest.service import RunOfAnotherProject, locked_run
+from ingest.signals import announce_batch_stored
 from ingest.storage import db_float
-from ingest.views import HasProjectToken, request_body, wire_value
+from ingest.wire import wire_value
 
 # PostgreSQL cannot store NUL in text or jsonb; the replacement character keeps the rest of the text,
 # and is the same on every notification, so a resolved alert still finds the event it ends.
@@ -312,31 +308,5 @@ def _store_run(run, alerts, now) -> tuple[int, int]:
     # The run's ingest lock has been held since the open events were read: each of them ends here.
     ended = sum(event.ended_at is not None for event in new) + len(ends)
     Run.objects.filter(pk=run.pk).update(last_seen_at=now)
-    transaction.on_commit(lambda: queue_evaluation(receipt.id), robust=True)
+    transaction.on_commit(lambda: announce_batch_stored(receipt.id), robust=True)
     return len(new), ended
-
-
-class AlertmanagerView(APIView):
-    authentication_classes = [ProjectTokenAuthentication]
-    parser_classes = []
-
-    permission_classes = [HasProjectToken]
-
-    @extend_schema(
-        request=OpenApiTypes.OBJECT,
-        responses={202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 403: OpenApiTypes.OBJECT, 413: OpenApiTypes.OBJECT},
-    )
-    def post(self, request):
-        """Prometheus Alertmanager webhook receiver (payload version 4): 202 with what was stored and what was put aside."""
-        project = request.user.project
-        try:
-            notification = parse_webhook(request_body(request), project.catch_all_run_id)
-            opened, ended = store_alerts(project, notification.alerts)
-        except ContractError as exc:
-            return Response(exc.body(), status=exc.status)
-        except RunOfAnotherProject:
-            # Only a catch-all taken before it was reserved can get here.
-            return Response({"errors": [{"path": "alerts[].labels.run", "message":
-                                         f"the catch-all run {project.catch_all_run_id!r} belongs to another project"}]}, status=403)
-        return Response({"accepted": {"alerts": len(notification.alerts) + len(notification.rejected), "events": opened,
-                                      "ended": ended}, "put_aside": notification.put_aside()}, status=202)

@@ -1,4 +1,4 @@
-"""Store one validated batch: one transaction under the run's ingest lock, evaluation queued after commit."""
+"""Store one validated batch: one transaction under the run's ingest lock, announced after commit (ingest/signals.py)."""
 from __future__ import annotations
 
 import logging
@@ -11,8 +11,8 @@ from django.utils import timezone
 from ingest.contract import Batch, layer_for_metric, phase_kind
 from ingest.models import CATCH_ALL_SUFFIX
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
+from ingest.signals import announce_batch_stored, requested_actions
 from ingest.storage import BlockWriter, db_float, stored_steps
-from opsconsole.breaker import Breaker
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,8 @@ class IngestResult:
 
 
 def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
-    from alerts.actions import pending_actions
-
     result = _store_batch(project, batch, now or timezone.now())
-    result.actions = pending_actions(project, result.run_pk)
+    result.actions = requested_actions(project, result.run_pk)
     return result
 
 
@@ -78,35 +76,8 @@ def _store_batch(project, batch: Batch, now) -> IngestResult:
         run.last_seen_at = now
         # Only what ingest owns: status and last_step belong to evaluation, which may write them meanwhile.
         run.save(update_fields=[*INGEST_OWNED_FIELDS, *IDENTITY_FIELDS])
-        transaction.on_commit(lambda: queue_evaluation(receipt.id), robust=True)
+        transaction.on_commit(lambda: announce_batch_stored(receipt.id), robust=True)
     return IngestResult(run.run_id, receipt.points, receipt.events, receipt.phases, False, receipt.id, run.pk)
-
-
-# With the broker down, one ingest finds out (the broker's transport options make that one quick attempt,
-# settings.py) and the next ones skip it for a growing back-off: their batches are left to the sweep.
-BROKER = Breaker("evaluation queue (Celery broker)", logger=log)
-
-
-def queue_evaluation(receipt_id: int, *, force: bool = False) -> bool:
-    """Hand the batch to the evaluation worker; True when queued. If the broker is down the sweep catches it later.
-
-    `force` tries the broker even while the breaker has it down (the sweep runs in a worker, which has
-    just heard from the broker).
-    """
-    from kombu.exceptions import OperationalError
-
-    from alerts.tasks import evaluate_batch
-
-    def send():
-        evaluate_batch.apply_async((receipt_id,), retry=False)
-        return True
-
-    if evaluate_batch.app.conf.task_always_eager:
-        return send()  # no broker: evaluated here and now
-    queued = BROKER.call(send, errors=(OperationalError, OSError, ConnectionError), fallback=False, force=force)
-    if not queued:
-        log.info("batch %s is left to the sweep: the evaluation queue is unreachable", receipt_id)
-    return queued
 
 
 def locked_run(project, batch: Batch, now) -> Run:

@@ -19,7 +19,7 @@ the kind, `run` the run id):
         a batch was stored and evaluated; `series` are those it added points to.
     {"type": "alert", "run": "<run id>", "change": "fired"|"extended"|"resolved"|"acknowledged"|"muted"|"verdict"|"unmuted",
      "step": int|null, "at": ISO time, "by": username|null, "note": str, ...other fields of the change row (e.g. "verdict"),
-     "alert": {... as alerts.alert_views.alert_as_dict gives it, as the transaction committed it ...}}
+     "alert": {... as alerts.wire.alert_as_dict gives it, as the transaction committed it ...}}
         one per AlertChange row (alerts/changes.py record_change).
     {"type": "incident", "run": "<run id>", "change": "opened"|"joined"|"origin"|"state"|"acknowledged"|"verdict"|"muted",
      "changes": [every change of this one message, the first being `change`], "at": ISO time, "by": username|null,

@@ -144,7 +144,7 @@ RULE_REQUEST = {
 
 
 class AlertmanagerViewSchema(OpenApiViewExtension):
-    target_class = "ingest.alertmanager.AlertmanagerView"
+    target_class = "ingest.api.AlertmanagerView"
 
     def view_replacement(self):
         from drf_spectacular.types import OpenApiTypes
@@ -157,7 +157,7 @@ class AlertmanagerViewSchema(OpenApiViewExtension):
 
 
 class RuleViewSetSchema(OpenApiViewExtension):
-    target_class = "alerts.views.RuleViewSet"
+    target_class = "alerts.api.RuleViewSet"
 
     def view_replacement(self):
         rule = self.target.serializer_class

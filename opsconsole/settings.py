@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "opsconsole",
     "ingest",
     "alerts",
+    "runs",
 ]
 
 MIDDLEWARE = [
@@ -139,7 +140,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "opsconsole.api.api_exception_handler",
+    "EXCEPTION_HANDLER": "opsconsole.rest.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Warning Light API",

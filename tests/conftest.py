@@ -71,7 +71,7 @@ def _fast_and_eager(settings):
 def _process_state_reset():
     # State that outlives a test: the broker's breaker (a test with Redis down leaves it open), and the
     # login and token throttle's counts (the suite logs in from 127.0.0.1 many times, and sends bad tokens).
-    from ingest.service import BROKER
+    from alerts.tasks import BROKER
     from opsconsole import throttle
 
     BROKER.reset()

@@ -9,7 +9,8 @@ from alerts import triage
 from alerts.models import MAX_MUTE_DURATION, Alert, AlertChange, Mute, MuteScope
 from alerts.tasks import sweep_unevaluated
 from ingest.models import Run
-from tests.triage_support import make_alert, make_rule, triage_rows
+from tests.factories import make_alert, make_rule
+from tests.triage_support import triage_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -161,7 +162,7 @@ def nan_grads(steps, bad_steps):
 
 
 def test_a_new_alert_under_an_active_mute_is_created_muted(sender, project, owner):
-    make_rule(project, persistence={"points": 1, "resolve_points": 2})
+    make_rule(project, persistence={"points": 1, "resolve_points": 2}, kind="nonfinite")
     sender.post({"run": {"id": "live"}, "points": nan_grads(range(0, 3), {2})})
     first = Alert.objects.select_related("rule", "run").get()
     triage.mute(first, owner, MuteScope.COMPONENT, "a known bad layer", duration_minutes=60)
@@ -175,7 +176,7 @@ def test_a_new_alert_under_an_active_mute_is_created_muted(sender, project, owne
 
 
 def test_a_new_alert_outside_the_mute_or_after_it_expires_fires(sender, project, owner):
-    make_rule(project, persistence={"points": 1, "resolve_points": 2})
+    make_rule(project, persistence={"points": 1, "resolve_points": 2}, kind="nonfinite")
     sender.post({"run": {"id": "live"}, "points": nan_grads(range(0, 3), {2})})
     first = Alert.objects.select_related("rule", "run").get()
     mute = triage.mute(first, owner, MuteScope.RUN, "bad node", duration_minutes=60)
@@ -244,7 +245,7 @@ def test_the_sweep_mutes_a_firing_alert_an_active_mute_covers(owner, rule):
     # E.g. an alert committed while its mute was being created: the next sweep catches it, once.
     first = make_alert(rule, component="layers.3")
     triage.mute(first, owner, MuteScope.RULE, "rule being retuned", duration_minutes=60)
-    late = make_alert(rule, run_id="run-z", component="layers.0")
+    late = make_alert(rule, run="run-z", component="layers.0")
     sweep_unevaluated()
     sweep_unevaluated()
     assert Alert.objects.get(pk=late.pk).state == "muted"

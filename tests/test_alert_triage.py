@@ -10,7 +10,8 @@ from rest_framework.test import APIClient
 
 from alerts import triage
 from alerts.models import Alert, AlertChange
-from tests.triage_support import make_alert, make_rule, triage_rows
+from tests.factories import make_alert, make_rule
+from tests.triage_support import triage_rows
 
 pytestmark = pytest.mark.django_db
 ACTIONS = {
@@ -147,7 +148,7 @@ def test_concurrent_acknowledges_from_stale_copies_write_one_row(owner, oncall, 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_eight_people_acknowledging_at_once_write_one_row(project, owner):
-    alert = make_alert(make_rule(project))
+    alert = make_alert(make_rule(project, kind="nonfinite"))
     start, results, lock = threading.Barrier(8), [], threading.Lock()
 
     def press():

@@ -20,7 +20,7 @@ from schemathesis.engine import events, from_schema
 
 from ingest.contract import CONDITIONS
 from opsconsole.models import PersonalToken
-from tests.triage_support import make_alert, make_rule
+from tests.factories import make_alert, make_rule
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -56,9 +56,9 @@ def seeded(project, other_project, token, other_token, owner, sender):
     events = [{"step": 5, "component": "gpu0", "condition": "dead", "magnitude": 1.0}]
     assert sender.post({"run": {"id": "fuzz-run", "tags": {"team": "a"}}, "points": points, "events": events}).status_code == 202
     assert sender.post({"run": {"id": "other-project-run"}, "points": points}, token=other_token).status_code == 202
-    rule = make_rule(project)
+    rule = make_rule(project, kind="nonfinite")
     for state in ("firing", "acknowledged", "resolved"):
-        make_alert(rule, run_id="fuzz-run", component=f"layers.{state}", state=state)
+        make_alert(rule, run="fuzz-run", component=f"layers.{state}", state=state)
     return {"project": token, "personal": PersonalToken.issue(owner)[1]}
 
 

@@ -4,14 +4,14 @@ import pytest
 from alerts.models import Alert, AlertChange, Mute
 from opsconsole.models import Membership, Role
 from tests.browser import log_in, screenshot
-from tests.triage_support import make_alert, make_rule
+from tests.factories import make_alert, make_rule
 
 pytestmark = [pytest.mark.browser]
 
 
 @pytest.fixture
 def alerts(console_server, project, owner, teammate):
-    rule = make_rule(project)
+    rule = make_rule(project, kind="nonfinite")
     spike = make_rule(project, name="loss-spike", kind="threshold", scope={"metrics": ["loss"]}, response="review")
     return {
         "nan": make_alert(rule, "llama-ft-7", "layers.3"),

@@ -2,7 +2,7 @@
 import pytest
 
 from tests.browser import log_in, screenshot
-from tests.triage_support import make_alert, make_rule
+from tests.factories import make_alert, make_rule
 
 pytestmark = [pytest.mark.browser]
 
@@ -10,7 +10,7 @@ pytestmark = [pytest.mark.browser]
 @pytest.fixture
 def busy_inbox(console_server, project, owner):
     """Alerts as a real project has them: long run ids, component names, conditions and owners."""
-    grads = make_rule(project, name="nonfinite-gradients")
+    grads = make_rule(project, name="nonfinite-gradients", kind="nonfinite")
     spike = make_rule(project, name="gradient-explosion", kind="threshold", scope={"metrics": ["grad_norm"]}, response="review")
     for i in range(6):
         make_alert(grads, f"pretrain-llama-3-8b-ablation-seq8192-lr3e-4-warmup2000-seed{i}",

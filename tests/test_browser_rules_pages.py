@@ -3,7 +3,7 @@ import pytest
 
 from alerts.models import Rule, RuleRevision
 from tests.browser import log_in, screenshot
-from tests.rule_pages_support import make_rule
+from tests.factories import make_rule
 
 pytestmark = [pytest.mark.browser]
 

@@ -9,7 +9,7 @@ import pytest
 
 from ingest.contract import MAX_ERRORS, MAX_LINES
 from tests.conftest import stored_counts
-from tests.triage_support import make_alert, make_rule
+from tests.factories import make_alert, make_rule
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +59,7 @@ def test_a_100_error_batch_lists_all_100_and_no_count(sender):
 
 
 def test_api_request_bodies_are_capped_too(api, oncall, project):
-    alert = make_alert(make_rule(project))
+    alert = make_alert(make_rule(project, kind="nonfinite"))
     api.force_login(oncall)
     body = {"scope": "run", "reason": "x", "duration_minutes": 60, **{f"k{i}": "\x00" for i in range(1000)}}
     response = api.post(f"/api/v1/alerts/{alert.pk}/mute/", body, format="json")

@@ -2,8 +2,8 @@
 import pytest
 from django.test import Client
 
-from ingest import views as ingest_views
-from opsconsole import views as console_views
+from runs import api as run_api
+from runs import pages as run_pages
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +59,7 @@ def test_a_server_error_under_the_api_is_json_and_tells_nothing_of_the_internals
     def boom(*args, **kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(ingest_views.RunListView, "get", boom)
+    monkeypatch.setattr(run_api.RunListView, "get", boom)
     client = Client(raise_request_exception=False)
     client.force_login(owner)
     response = client.get("/api/v1/runs/")
@@ -88,7 +88,7 @@ def test_the_console_has_its_own_500_page(owner, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(console_views, "runs_list", boom)
+    monkeypatch.setattr(run_pages, "runs_list", boom)
     client = Client(raise_request_exception=False)
     client.force_login(owner)
     response = client.get("/")

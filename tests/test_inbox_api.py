@@ -1,7 +1,7 @@
 """GET /api/v1/inbox/: alerts across the runs the caller may see, newest first, filtered, paged."""
 import pytest
 
-from tests.triage_support import make_alert, make_rule
+from tests.factories import make_alert, make_rule
 
 pytestmark = pytest.mark.django_db
 
@@ -14,7 +14,7 @@ def mixed(rule, project, other_project):
         "acknowledged": make_alert(rule, "run-a", "layers.1", state="acknowledged"),
         "muted": make_alert(spike, "run-b", "", state="muted"),
         "resolved": make_alert(rule, "run-b", "layers.2", state="resolved", reviewed=True),
-        "theirs": make_alert(make_rule(other_project, name="their-rule"), "their-run"),
+        "theirs": make_alert(make_rule(other_project, name="their-rule", kind="nonfinite"), "their-run"),
     }
 
 

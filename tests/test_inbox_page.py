@@ -5,7 +5,8 @@ import pytest
 from django.test import Client
 
 from alerts.models import Alert, Mute
-from tests.triage_support import make_alert, make_rule, triage_rows
+from tests.factories import make_alert, make_rule
+from tests.triage_support import triage_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +23,7 @@ def row_ids(html):
 
 @pytest.fixture
 def theirs(other_project):
-    return make_alert(make_rule(other_project, name="their-rule"), run_id="their-run")
+    return make_alert(make_rule(other_project, name="their-rule", kind="nonfinite"), run="their-run")
 
 
 # --- who sees what -------------------------------------------------------------

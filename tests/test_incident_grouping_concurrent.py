@@ -8,11 +8,11 @@ from django.db import connection
 from alerts.incidents import acknowledge_incident, group_new_alerts
 from alerts.models import AlertChange, Incident, IncidentChange
 from ingest.models import Run
-from tests.triage_support import make_alert, make_rule
+from tests.factories import make_alert, make_rule
 
 
 def ten_alerts(project):
-    rule = make_rule(project)  # non-finite grad_norm, per component
+    rule = make_rule(project, kind="nonfinite")  # non-finite grad_norm, per component
     return [make_alert(rule, "run-a", f"layers.{i}", first_step=100) for i in range(10)]
 
 

@@ -13,7 +13,7 @@ from django.db import connection
 from kombu import Connection
 
 from alerts.tasks import evaluate_batch, sweep_unevaluated
-from ingest import service
+from alerts import tasks
 from ingest.models import BatchReceipt, Run
 from opsconsole import live
 from opsconsole.breaker import Breaker
@@ -54,7 +54,7 @@ def broker_down(monkeypatch):
     saved = conf.task_always_eager, conf.broker_url
     conf.task_always_eager = False
     use_broker(CLOSED_PORT)
-    service.BROKER.reset()
+    tasks.BROKER.reset()
     calls = {"publish": 0, "connect": 0}
     publish, connect = evaluate_batch.apply_async, Connection._connection_factory
 
@@ -71,7 +71,7 @@ def broker_down(monkeypatch):
     yield calls
     conf.task_always_eager = saved[0]
     use_broker(saved[1])
-    service.BROKER.reset()
+    tasks.BROKER.reset()
 
 
 @pytest.mark.django_db

@@ -9,7 +9,7 @@ import pytest
 
 from ingest.contract import MAX_JSON_DEPTH
 from tests.conftest import stored_counts
-from tests.triage_support import make_alert, make_rule
+from tests.factories import make_alert, make_rule
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +63,7 @@ def test_deep_ndjson_detail_is_a_400_at_its_line(sender):
 
 @pytest.mark.parametrize("levels", [65, 1000, 5000, 100_000])
 def test_deep_api_bodies_are_400s(api, oncall, project, levels):
-    alert = make_alert(make_rule(project))
+    alert = make_alert(make_rule(project, kind="nonfinite"))
     api.force_login(oncall)
     for body in (nested(levels), "[" * levels + "]" * levels):
         response = api.generic("POST", f"/api/v1/alerts/{alert.pk}/mute/", body, content_type="application/json")
@@ -73,7 +73,7 @@ def test_deep_api_bodies_are_400s(api, oncall, project, levels):
 
 
 def test_an_api_body_at_the_limit_is_read(api, oncall, project):
-    alert = make_alert(make_rule(project))
+    alert = make_alert(make_rule(project, kind="nonfinite"))
     api.force_login(oncall)
     body = '{"scope": "run", "reason": "x", "duration_minutes": 60, "extra": %s}' % nested(MAX_JSON_DEPTH - 2)
     assert api.generic("POST", f"/api/v1/alerts/{alert.pk}/mute/", body, content_type="application/json").status_code == 201

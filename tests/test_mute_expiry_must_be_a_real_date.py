@@ -10,7 +10,8 @@ import pytest
 from django.utils import timezone
 
 from alerts.models import Alert, Mute
-from tests.triage_support import make_alert, make_rule, triage_rows
+from tests.factories import make_alert, make_rule
+from tests.triage_support import triage_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +34,7 @@ NOT_A_DATE = [
 
 @pytest.mark.parametrize("expires_at", NOT_A_DATE + [12, 1e300, True, [], {"at": "2026-12-01T00:00:00Z"}])
 def test_an_expiry_that_is_not_a_real_date_is_a_400_on_expires_at(api, oncall, project, expires_at):
-    alert = make_alert(make_rule(project))
+    alert = make_alert(make_rule(project, kind="nonfinite"))
     api.force_login(oncall)
     body = {"scope": "run", "reason": "flaky node", "expires_at": expires_at}
     response = api.post(f"/api/v1/alerts/{alert.pk}/mute/", body, format="json")
@@ -43,7 +44,7 @@ def test_an_expiry_that_is_not_a_real_date_is_a_400_on_expires_at(api, oncall, p
 
 
 def test_an_expiry_with_a_far_but_valid_offset_is_taken_as_the_instant_it_names(api, oncall, project):
-    alert = make_alert(make_rule(project))
+    alert = make_alert(make_rule(project, kind="nonfinite"))
     api.force_login(oncall)
     until = (timezone.now() + timedelta(hours=30)).replace(microsecond=0)
     # 30 hours from now, written as a time of day 23:59 ahead of UTC: the same instant.
@@ -55,7 +56,7 @@ def test_an_expiry_with_a_far_but_valid_offset_is_taken_as_the_instant_it_names(
 
 @pytest.mark.parametrize("duration", ["99999999999999999999", "9" * 5000, "-5", "1.5", "1e3", "\x00"])
 def test_the_inbox_form_refuses_a_bad_duration_beside_its_field(client, oncall, project, duration):
-    alert = make_alert(make_rule(project))
+    alert = make_alert(make_rule(project, kind="nonfinite"))
     client.force_login(oncall)
     response = client.post(f"/inbox/alerts/{alert.pk}/mute/", {"scope": "run", "reason": "x", "duration_minutes": duration})
     assert response.status_code == 400

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from opsconsole.models import PersonalToken
-from tests.triage_support import make_alert, make_rule
+from tests.factories import make_alert, make_rule
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,7 +60,7 @@ def test_nul_in_a_console_url_is_a_400_page(seeded, owner):
 
 
 def test_nul_in_text_of_an_api_body_names_the_field(api, oncall, project):
-    alert = make_alert(make_rule(project))
+    alert = make_alert(make_rule(project, kind="nonfinite"))
     api.force_login(oncall)
     for action, body, field in [
         ("mute", {"scope": "run", "reason": "flaky\x00node", "duration_minutes": 60}, "reason"),
@@ -75,7 +75,7 @@ def test_nul_in_text_of_an_api_body_names_the_field(api, oncall, project):
 
 
 def test_nul_in_an_inbox_form_field_is_shown_beside_the_field(client, oncall, project):
-    alert = make_alert(make_rule(project))
+    alert = make_alert(make_rule(project, kind="nonfinite"))
     client.force_login(oncall)
     response = client.post(f"/inbox/alerts/{alert.pk}/mute/", {"scope": "run", "reason": "bad\x00node", "duration_minutes": "60"})
     assert response.status_code == 400

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from opsconsole.models import PersonalToken
-from tests.triage_support import make_alert, make_rule
+from tests.factories import make_alert, make_rule
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +49,7 @@ BAD = [
 def reader(sender, owner, project):
     points = [{"step": s, "metric": "loss", "value": 1.0} for s in range(5)]
     assert sender.post({"run": {"id": "r1"}, "points": points}).status_code == 202
-    make_alert(make_rule(project), run_id="r1")
+    make_alert(make_rule(project, kind="nonfinite"), run="r1")
     client = Client()
     client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {PersonalToken.issue(owner)[1]}"
     return client
@@ -82,7 +82,7 @@ def test_an_id_beyond_any_row_is_not_found(reader, path):
 
 @pytest.mark.parametrize("url", [f"/inbox/?rule={HUGE}", "/inbox/?rule=-1", f"/inbox/?page={HUGE}"])
 def test_the_inbox_page_names_a_bad_rule_filter_instead_of_failing(client, owner, project, url):
-    make_alert(make_rule(project))
+    make_alert(make_rule(project, kind="nonfinite"))
     client.force_login(owner)
     response = client.get(url)
     assert response.status_code == 200

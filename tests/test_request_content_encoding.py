@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import stored_counts
 from tests.ingest_rejects_support import assert_nothing_stored, assert_rejected, seed_run
-from tests.triage_support import make_alert, make_rule
+from tests.factories import make_alert, make_rule
 
 pytestmark = pytest.mark.django_db
 
@@ -71,7 +71,7 @@ def test_a_body_that_is_not_gzip_is_a_400_naming_content_encoding(sender):
 
 
 def test_other_api_bodies_take_gzip_and_refuse_other_encodings(api, oncall, project):
-    alert = make_alert(make_rule(project))
+    alert = make_alert(make_rule(project, kind="nonfinite"))
     api.force_login(oncall)
     body = orjson.dumps({"scope": "run", "reason": "flaky node", "duration_minutes": 60})
     response = api.generic("POST", f"/api/v1/alerts/{alert.pk}/mute/", zlib.compress(body), content_type="application/json",

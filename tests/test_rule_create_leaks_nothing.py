@@ -7,7 +7,7 @@ that does not exist (as the rest of the console answers outsiders).
 import pytest
 
 from alerts.models import Rule
-from tests.rule_pages_support import make_rule
+from tests.factories import make_rule
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from alerts.models import Alert, AlertChange, Rule, RuleFault, RuleProgress
 from alerts.rules import save_rule
 from alerts.silence import alert_silent_runs
 from ingest.models import BatchReceipt
-from tests.rule_pages_support import client_for
+from tests.factories import client_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
 OWNER = "Pretrain on-call <#pretrain-oncall>"

@@ -5,7 +5,7 @@ import pytest
 
 from alerts.describe import kind_words, persistence_words, scope_rows
 from alerts.rules import save_rule
-from tests.rule_pages_support import client_for, make_rule
+from tests.factories import client_for, make_rule
 
 
 def test_persistence_in_words():

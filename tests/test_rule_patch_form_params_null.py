@@ -3,7 +3,7 @@ import pytest
 from django.test.client import encode_multipart, BOUNDARY, MULTIPART_CONTENT
 
 from alerts.models import Rule, RuleRevision
-from tests.rule_pages_support import make_rule
+from tests.factories import make_rule
 
 pytestmark = pytest.mark.django_db
 

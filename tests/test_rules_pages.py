@@ -3,7 +3,7 @@ import pytest
 
 from alerts.models import Rule, RuleRevision
 from ingest.models import Run
-from tests.rule_pages_support import client_for, make_alert, make_rule
+from tests.factories import client_for, make_alert, make_rule
 
 pytestmark = pytest.mark.django_db
 
@@ -176,7 +176,7 @@ def test_owner_deletes_a_rule_after_confirming(owner, rule):
 
 
 def test_a_rule_with_alerts_is_not_deleted_and_the_page_says_why(owner, project, rule):
-    make_alert(rule, Run.objects.create(project=project, run_id="pretrain/run-3"), 0)
+    make_alert(rule, Run.objects.create(project=project, run_id="pretrain/run-3"), "blocks.0", first_step=0, state="resolved")
     response = client_for(owner).post(f"/rules/{rule.pk}/delete/")
     assert response.status_code == 409
     assert "1 alert in its history" in response.content.decode()

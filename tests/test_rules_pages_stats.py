@@ -7,7 +7,7 @@ from django.utils import timezone
 from alerts import models as alert_models
 from alerts.describe import false_alarm_rate
 from ingest.models import Run
-from tests.rule_pages_support import client_for, make_alert, make_rule
+from tests.factories import client_for, make_alert, make_rule
 
 pytestmark = pytest.mark.django_db
 
@@ -23,10 +23,10 @@ def run(project):
 
 
 def test_fire_count_and_false_alarm_rate_on_the_list_and_the_detail(owner, project, rule, run):
-    make_alert(rule, run, 0, verdict="false_alarm")
-    make_alert(rule, run, 1, verdict="actionable")
-    make_alert(rule, run, 2)
-    make_alert(rule, run, 3, state="firing")
+    make_alert(rule, run, "blocks.0", first_step=0, state="resolved", verdict="false_alarm")
+    make_alert(rule, run, "blocks.1", first_step=10, state="resolved", verdict="actionable")
+    make_alert(rule, run, "blocks.2", first_step=20, state="resolved")
+    make_alert(rule, run, "blocks.3", first_step=30, state="firing")
     make_rule(project, name="quiet-rule")
     client = client_for(owner)
 
@@ -52,7 +52,7 @@ def test_the_false_alarm_rate_in_words():
 
 def test_the_detail_lists_the_20_most_recent_alerts_linked_to_their_run(owner, rule, run):
     for n in range(25):
-        make_alert(rule, run, n)
+        make_alert(rule, run, f"blocks.{n}", first_step=10 * n, state="resolved")
     html = client_for(owner).get(f"/rules/{rule.pk}/").content.decode()
     table = html[html.index('id="rule-alerts"'):html.index("</table>", html.index('id="rule-alerts"'))]
     assert table.count("<tr>") == 1 + 20

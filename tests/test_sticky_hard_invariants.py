@@ -9,7 +9,7 @@ from alerts.models import Alert, AlertChange
 from ingest.models import Run
 from alerts.incidents import acknowledge_incident
 from tests.incident_support import healthy, incidents, send, starter_project
-from tests.triage_support import make_alert, make_rule
+from tests.factories import make_alert, make_rule
 
 pytestmark = pytest.mark.django_db
 
@@ -85,7 +85,7 @@ def test_other_alerts_that_resolved_by_themselves_are_listed_as_resolved_without
 
 
 def test_a_hard_invariant_resolved_by_hand_has_been_looked_at(owner, project):
-    rule = make_rule(project)  # non-finite gradients
+    rule = make_rule(project, kind="nonfinite")  # non-finite gradients
     alert = make_alert(rule)
     triage.resolve(alert, owner, note="bad node, job moved")
     assert review.runs_needing_review(Run.objects.all()) == set()

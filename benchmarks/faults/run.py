@@ -50,7 +50,6 @@ import math
 import os
 import queue
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -63,9 +62,11 @@ from urllib.parse import quote, urlparse, urlunparse
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(ROOT))  # for benchmarks.support
 
 import baseline  # noqa: E402
 import score  # noqa: E402
+from benchmarks.support import Server  # noqa: E402
 
 PYTHON = sys.executable
 PROJECT = "faults"
@@ -148,12 +149,6 @@ def select(specs: list[dict], split: str, only: list[str]) -> list[dict]:
 # The console: database, management commands, server
 # --------------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def service_env(database_url: str, var_dir: Path) -> dict:
     env = dict(os.environ)
     for name in ("DJANGO_SETTINGS_MODULE", "REDIS_URL"):
@@ -229,67 +224,6 @@ class Postgres:
                 conn.execute(f'DROP DATABASE IF EXISTS "{PG_DATABASE}" WITH (FORCE)')
         finally:
             self.lock.close()
-
-
-class Server:
-    """uvicorn in its own process group; stopped with TERM, then KILL."""
-
-    def __init__(self, env: dict, log: Path, workers: int):
-        self.port = free_port()
-        self.log = log
-        fh = open(log, "ab")
-        argv = [PYTHON, "-m", "uvicorn", "opsconsole.asgi:application", "--host", "127.0.0.1",
-                "--port", str(self.port), "--no-access-log", "--log-level", "warning"]
-        if workers > 1:
-            argv += ["--workers", str(workers)]
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        fh.close()
-
-    def check_alive(self):
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"uvicorn exited with {self.proc.returncode}; log tail:\n{self.log_text()[-4000:]}")
-
-    def wait_ready(self, timeout=60.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.check_alive()
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                conn.request("GET", "/api/v1/runs/")
-                status = conn.getresponse().status
-                conn.close()
-                if status in (401, 403):  # up, and refusing an unauthenticated read as it should
-                    return
-                raise RuntimeError(f"server answered {status} to an unauthenticated GET /api/v1/runs/")
-            except (ConnectionError, OSError, http.client.HTTPException):
-                time.sleep(0.25)
-        raise RuntimeError(f"server did not answer on port {self.port} within {timeout:.0f}s")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-        try:  # the group may hold workers even after the leader is gone
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def log_text(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")
-        except OSError:
-            return ""
 
 
 def log_problems(text: str) -> list[str]:

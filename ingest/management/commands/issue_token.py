@@ -3,8 +3,8 @@ import re
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from alerts.starter import install_starter_pack
 from ingest.models import Project, ProjectToken
+from ingest.signals import set_up_project
 
 OWNER_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<contact>[^<>]+)>\s*$")
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
                 project.name = name
             project.save()
             _, raw = ProjectToken.issue(project)
-            pack = install_starter_pack(project)
+            pack = set_up_project(project)
         if created:
             self.stderr.write(f"created project {project.slug}")
         if pack:

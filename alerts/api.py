@@ -1,26 +1,109 @@
-"""Alert API beyond the contract: one alert with its history, the inbox across runs, and acting on an alert.
+"""The alerts app's DRF views: rules (CRUD), alerts of a run (contract v1), one alert with its history, the inbox across runs, and acting on an alert.
 
-Members of the alert's project (and its project token) read; on-call and rule
-admins act (`can_triage`, the helper the inbox page uses too); a viewer or a
-project token acting gets 403, anyone outside the project 404. Bad input is a
-400 naming the field, in the API's error format.
+Members of a project (and its project token) read; on-call and rule admins act
+(`can_triage`, the helper the inbox page uses too), rule admins edit rules
+(`can_edit_rules`); a viewer or a project token acting gets 403, anyone outside
+the project 404. Bad input is a 400 naming the field, in the API's error format.
 """
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import ProtectedError
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, permissions, serializers, status, viewsets
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from alerts import triage
-from alerts.alert_views import AlertSerializer, alert_as_dict
-from alerts.models import MAX_MUTE_DURATION, Alert, ChangeKind, Mute, MuteScope, Verdict
+from alerts import faults, triage
+from alerts.models import Alert, AlertState, ChangeKind, MAX_MUTE_DURATION, Mute, MuteScope, Rule, Verdict
+from alerts.rules import delete_rule, EDIT_DENIED
+from alerts.serializers import RuleSerializer
+from alerts.wire import alert_as_dict
 from ingest.contract import RUN_ID_RE
-from ingest.serializers import pattern_field, read_query
-from opsconsole.permissions import can_triage, visible_projects
+from ingest.serializers import pattern_field, read_query, RunQuerySerializer
+from opsconsole.permissions import can_edit_rules, can_triage, visible_projects, visible_runs
 from opsconsole.schema import errors
+
+
+class RuleInUse(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "this rule has alerts; disable it instead (PATCH enabled=false) to keep their history"
+    default_code = "rule_in_use"
+
+
+class EditsNeedRuleAdmin(permissions.BasePermission):
+    """Changing a rule needs the rule admin role in its project, checked before the body is looked at."""
+
+    message = EDIT_DENIED
+
+    def has_object_permission(self, request, view, obj):
+        return request.method in permissions.SAFE_METHODS or can_edit_rules(request.user, obj.project)
+
+
+class RuleViewSet(viewsets.ModelViewSet):
+    """Alert rules: members read them; rule admins of the rule's project create, edit and delete.
+
+    The project a rule is created in (or moved to) is checked as the body is
+    validated (RuleSerializer.validate_project): a project the caller cannot see
+    does not exist, one it may not edit is a 403, before a name's uniqueness.
+    """
+
+    serializer_class = RuleSerializer
+    permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, EditsNeedRuleAdmin]
+
+    def get_queryset(self):
+        rules = Rule.objects.filter(project__in=visible_projects(self.request.user)).select_related("project")
+        if self.request.query_params.get("project"):
+            rules = rules.filter(project__slug=self.request.query_params["project"])
+        return faults.with_health(rules)
+
+    def perform_destroy(self, instance):
+        try:
+            delete_rule(instance, user=self.request.user, source="api")
+        except ProtectedError:
+            # Its alerts are history (verdicts, mutes, audit): a rule that fired is disabled, not deleted.
+            raise RuleInUse() from None
+
+
+class _RuleRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    owner = serializers.CharField()
+    permitted_response = serializers.CharField()
+    diagnostic_url = serializers.CharField()
+
+
+class AlertSerializer(serializers.Serializer):
+    """The shape of `alert_as_dict` (what the schema documents; the view builds the dict itself)."""
+
+    id = serializers.IntegerField()
+    run = serializers.CharField()
+    rule = _RuleRefSerializer()
+    component = serializers.CharField(allow_null=True)
+    metric = serializers.CharField(allow_null=True)
+    condition = serializers.CharField(allow_null=True)
+    step = serializers.IntegerField(help_text="the first step the condition held")
+    last_step = serializers.IntegerField()
+    fired_step = serializers.IntegerField(allow_null=True)
+    magnitude = serializers.JSONField(allow_null=True, help_text='a number, or "NaN", "Infinity", "-Infinity"')
+    magnitude_unit = serializers.CharField(allow_blank=True)
+    phase = serializers.CharField(allow_null=True)
+    state = serializers.ChoiceField(AlertState.values)
+    verdict = serializers.CharField(allow_blank=True, allow_null=True)
+    fired_at = serializers.DateTimeField()
+    resolved_at = serializers.DateTimeField(allow_null=True)
+
+
+class AlertListView(APIView):
+    @extend_schema(operation_id="alerts_list", parameters=[RunQuerySerializer], responses={200: AlertSerializer(many=True), **errors(404)})
+    def get(self, request):
+        """The alerts of a run, oldest first (contract v1)."""
+        run_id = read_query(request, RunQuerySerializer)["run"]
+        run = get_object_or_404(visible_runs(request.user), run_id=run_id)
+        alerts = Alert.objects.filter(run=run).select_related("rule", "run").order_by("fired_at", "id")
+        return Response([alert_as_dict(a) for a in alerts])
 
 
 class ChangeSerializer(serializers.Serializer):
@@ -112,12 +195,6 @@ def alert_detail(alert: Alert) -> dict:
     }
 
 
-def visible_alert(user, pk) -> Alert:
-    """The alert if the caller may see its run's project; 404 otherwise (its existence is not revealed)."""
-    alerts = Alert.objects.filter(run__project__in=visible_projects(user)).select_related("rule", "run__project")
-    return get_object_or_404(alerts, pk=pk)
-
-
 def _body(request) -> dict:
     if not isinstance(request.data, dict):
         raise exceptions.ValidationError({"": "the body must be a JSON object"})
@@ -128,7 +205,7 @@ class AlertDetailView(APIView):
     @extend_schema(operation_id="alerts_retrieve", responses={200: AlertDetailSerializer, **errors(404)})
     def get(self, request, pk):
         """One alert with every change (kind, step, who, when, note, verdict) and the active mutes covering it."""
-        return Response(alert_detail(visible_alert(request.user, pk)))
+        return Response(alert_detail(triage.visible_alert(request.user, pk)))
 
 
 class _AlertActionView(APIView):
@@ -139,7 +216,7 @@ class _AlertActionView(APIView):
 
     @extend_schema(responses={200: ActionResultSerializer, **errors(403, 404)})
     def post(self, request, pk):
-        alert = visible_alert(request.user, pk)
+        alert = triage.visible_alert(request.user, pk)
         if not can_triage(request.user, alert.run.project):
             raise exceptions.PermissionDenied("acting on alerts needs the on-call or rule admin role in this project")
         try:

@@ -3,7 +3,7 @@ import json
 from collections import defaultdict
 from datetime import datetime, timezone
 
-from alerts.alert_views import alert_as_dict
+from alerts.wire import alert_as_dict
 from alerts.models import Alert, AlertState, Rule
 from alerts.starter import console_link
 from ingest.models import Layer, Series

@@ -1,46 +1,13 @@
+"""The project's own pages: error responses (JSON under /api/, pages elsewhere) and the throttled login."""
 from functools import wraps
 
-from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
-from django.http import Http404, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import JsonResponse
+from django.shortcuts import render
 from django.urls import Resolver404, resolve
 from django.views import defaults
 
-from alerts import describe
-from opsconsole.permissions import visible_runs
-from opsconsole.run_page import run_page
-from opsconsole.runs_list import runs_list
 from opsconsole.throttle import LOGINS
-
-
-@login_required
-def runs(request):
-    q = request.GET
-    return render(request, "console/runs.html", runs_list(request.user, q.get("project"), q.get("status"), q.get("tag")))
-
-
-@login_required
-def run_detail(request, run_id):
-    run = get_object_or_404(visible_runs(request.user), run_id=run_id)
-    return render(request, "console/run.html", run_page(run))
-
-
-def runbook(request, name):
-    """The starter rules' runbooks: generic guidance, no project data, so readable from a page's link without login."""
-    from alerts.starter import RUNBOOKS
-
-    page = RUNBOOKS.get(name)
-    if page is None:
-        raise Http404(f"no runbook named {name!r}")
-    rule = page["rule"]
-    return render(request, "console/runbook.html", {
-        "name": name, "page": page,
-        "kind_words": describe.kind_words(rule["kind"], rule.get("params")),
-        "scope_rows": describe.scope_rows(rule["scope"], rule["kind"]),
-        "persistence_words": describe.persistence_words(rule["persistence"]),
-        "param_rows": describe.param_rows(rule.get("params")),
-    })
 
 
 # --- error responses -------------------------------------------------------------

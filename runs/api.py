@@ -1,90 +1,29 @@
-import math
-
+"""The run read API: runs, a run, its points and events (contract v1), and the console's chart data."""
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import permissions
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ingest.auth import ProjectTokenAuthentication, ProjectTokenUser
-from ingest.contract import ContractError, check_body_size, error_body, parse_json_batch, parse_ndjson
+from ingest.downsample import series_buckets
 from ingest.models import Event, Series
-from ingest import openapi
 from ingest.serializers import (
     RUN_ID_PARAMETER,
     EventsQuerySerializer,
     EventsResponseSerializer,
-    IngestResponseSerializer,
     PointsQuerySerializer,
     PointsResponseSerializer,
     RunDetailSerializer,
     RunSummarySerializer,
+    SeriesQuerySerializer,
     read_query,
 )
-from ingest.service import RunOfAnotherProject, ingest_batch
 from ingest.storage import from_db_float, read_points
+from ingest.wire import wire_value
 from opsconsole.permissions import visible_runs
 from opsconsole.schema import errors
-
-JSON_TYPES = {"application/json"}
-NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"}
-
-
-class HasProjectToken(permissions.BasePermission):
-    def has_permission(self, request, view):
-        return isinstance(request.user, ProjectTokenUser)
-
-
-def request_body(request) -> bytes:
-    """The raw body, refused with 413 before reading when the declared length is over the limit."""
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0  # the server framed the body; its real size is checked after reading
-    check_body_size(declared)
-    return request._request.body
-
-
-def _errors(status, errors):
-    return Response(error_body(errors), status=status)
-
-
-class IngestView(APIView):
-    """POST a batch (JSON) or NDJSON lines, as contract v1 describes."""
-
-    authentication_classes = [ProjectTokenAuthentication]
-    permission_classes = [HasProjectToken]
-    parser_classes = []
-
-    @extend_schema(
-        operation_id="ingest",
-        request={"application/json": openapi.BATCH, "application/x-ndjson": openapi.NDJSON},
-        parameters=[OpenApiParameter("X-Batch-Id", str, OpenApiParameter.HEADER, description="NDJSON only: the batch id "
-                                     "(at most 128 characters); a re-sent batch id is a duplicate, not a restart")],
-        responses={
-            202: OpenApiResponse(IngestResponseSerializer, description="stored"),
-            200: OpenApiResponse(IngestResponseSerializer, description="a duplicate batch_id: nothing stored again"),
-            **errors(403, s403="the run id belongs to another project (path `run.id`)"),
-        },
-        description="Contract v1 ingest: a JSON batch or NDJSON lines, plain or gzip (Content-Encoding).",
-    )
-    def post(self, request):
-        content_type = request.content_type.split(";")[0].strip().lower()
-        if content_type not in JSON_TYPES | NDJSON_TYPES:
-            return _errors(415, [{"path": "Content-Type", "message": f"unsupported content type {content_type or '(none)'!r}; "
-                                  "send application/json or application/x-ndjson"}])
-        try:
-            body = request_body(request)
-            if content_type in JSON_TYPES:
-                batch = parse_json_batch(body)
-            else:
-                batch = parse_ndjson(body, batch_id=request.headers.get("X-Batch-Id") or None)
-            result = ingest_batch(request.user.project, batch)
-        except ContractError as exc:
-            return Response(exc.body(), status=exc.status)
-        except RunOfAnotherProject:
-            return _errors(403, [{"path": "run.id", "message": "this run id belongs to another project; this token may not write to it"}])
-        return Response(result.as_response(), status=200 if result.duplicate else 202)
+from runs.chart import MAX_BUCKETS, band_for_chart, finite_or_none
 
 
 class RunListView(APIView):
@@ -99,15 +38,6 @@ class RunDetailView(APIView):
     def get(self, request, run_id):
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
         return Response(RunDetailSerializer(run).data)
-
-
-def wire_value(value: float):
-    """A stored value as the contract writes it: non-finite values as strings."""
-    if math.isfinite(value):
-        return value
-    if value != value:
-        return "NaN"
-    return "Infinity" if value > 0 else "-Infinity"
 
 
 class PointsView(APIView):
@@ -163,3 +93,37 @@ class EventsView(APIView):
                 ],
             }
         )
+
+
+class ChartQuerySerializer(SeriesQuerySerializer):
+    buckets = serializers.IntegerField(required=False, default=2000, min_value=1, max_value=MAX_BUCKETS,
+                                       help_text="at most this many buckets")
+    band = serializers.BooleanField(required=False, default=False, help_text="include the phase-aware band")
+
+
+class SeriesChartView(APIView):
+    @extend_schema(operation_id="runs_series", parameters=[RUN_ID_PARAMETER, ChartQuerySerializer],
+                   responses={200: OpenApiTypes.OBJECT, **errors(404)})
+    def get(self, request, run_id):
+        """One series downsampled to buckets (min, max, last, non-finite count each), optionally with its band."""
+        run = get_object_or_404(visible_runs(request.user), run_id=run_id)
+        query = read_query(request, ChartQuerySerializer)
+        metric, component, start, end, buckets = (query.get(k) for k in ("metric", "component", "start", "end", "buckets"))
+        series = get_object_or_404(Series.objects.select_related("run"), run=run, metric=metric, component=component)
+        data = series_buckets(series, start, end, buckets)
+        body = {
+            "run": run.run_id,
+            "metric": metric,
+            "component": component or None,
+            "layer": series.layer,
+            "resolution": data.resolution,
+            "bucket_steps": data.bucket_steps,
+            "step": data.step.tolist(),
+            "min": finite_or_none(data.min),
+            "max": finite_or_none(data.max),
+            "last": [wire_value(v) for v in data.last.tolist()],
+            "nonfinite": data.nonfinite.tolist(),
+        }
+        if query["band"]:
+            body["band"] = band_for_chart(series, data, start, end, buckets)
+        return Response(body)

@@ -1,0 +1,326 @@
+"""The alerts app's HTML pages: the rules pages, the inbox with its plain-form actions, and the starter rules' runbooks.
+
+Rules: members of a project read its rules; its rule admins create, edit and
+delete them (others get 403, non-members 404). Every save goes through
+`save_rule` (source "console"), so governance is checked as on every other path
+and each change is a RuleRevision.
+
+Inbox: alerts across the user's runs. Each action is a POST to
+/inbox/alerts/<id>/<action>/ carrying the inbox's filters in its query string:
+on success a message and a redirect back to the inbox as it was filtered; on a
+bad field (a false alarm without a note, a mute without a reason) the inbox
+again, status 400, with the error beside that row's field. Members see the
+inbox; only `can_triage` users get the buttons, the action views check it
+again (403), and an alert outside the user's projects is a 404.
+"""
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.db.models import ProtectedError
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from alerts import describe, faults, triage
+from alerts.forms import RuleForm
+from alerts.models import AlertState, Mute, MuteScope, Rule, RuleRevision, Verdict
+from alerts.rules import delete_rule, EDIT_DENIED, save_rule
+from alerts.starter import RUNBOOKS
+from opsconsole.permissions import can_edit_rules, can_triage, rule_admin_projects, visible_projects
+
+
+RECENT_ALERTS = 20
+
+
+def _visible_rule(request, pk, rules=None):
+    rules = Rule.objects.all() if rules is None else rules
+    return get_object_or_404(rules.filter(project__in=visible_projects(request.user)).select_related("project"), pk=pk)
+
+
+def _editable_rule(request, pk):
+    rule = _visible_rule(request, pk)  # 404 for non-members
+    if not can_edit_rules(request.user, rule.project):
+        raise PermissionDenied(EDIT_DENIED)
+    return rule
+
+
+def _with_stats(rules):
+    return faults.with_health(describe.with_stats(rules))
+
+
+def _add_stats(rules):
+    mutes = describe.mute_counts([rule.pk for rule in rules])
+    for rule in rules:
+        rule.false_alarm_rate = describe.false_alarm_rate(rule.false_alarm_count, rule.verdict_count)
+        rule.mute_count = mutes.get(rule.pk, 0)
+        rule.health = faults.health(rule)
+
+
+@login_required
+def rule_list(request):
+    projects = list(visible_projects(request.user).order_by("slug"))
+    rules = _with_stats(Rule.objects.filter(project__in=projects).select_related("project"))
+    selected = request.GET.get("project") or ""
+    if selected:
+        rules = rules.filter(project__slug=selected)
+    rules = list(rules.order_by("project__slug", "name"))
+    _add_stats(rules)
+    return render(request, "alerts/rules.html", {
+        "rules": rules,
+        "projects": projects,
+        "selected": selected,
+        "can_create": rule_admin_projects(request.user).exists(),
+    })
+
+
+@login_required
+def rule_detail(request, pk):
+    rule = _visible_rule(request, pk, _with_stats(Rule.objects.all()))
+    _add_stats([rule])
+    alerts = list(rule.alerts.select_related("run").order_by("-fired_at", "-id")[:RECENT_ALERTS])
+    for alert in alerts:
+        alert.run_url = reverse("console:run", args=[alert.run.run_id])
+    revisions = RuleRevision.objects.filter(rule=rule).select_related("changed_by").order_by("id")
+    last_alert = alerts[0] if alerts else None
+    return render(request, "alerts/rule_detail.html", {
+        "rule": rule,
+        "can_edit": can_edit_rules(request.user, rule.project),
+        "scope_rows": describe.scope_rows(rule.scope, rule.kind),
+        "targets": (rule.scope or {}).get("metrics") or (rule.scope or {}).get("conditions") or [],
+        "persistence_words": describe.persistence_words(rule.persistence),
+        "scope_json": describe.value_text(rule.scope),
+        "persistence_json": describe.value_text(rule.persistence),
+        "kind_words": describe.kind_words(rule.kind, rule.params),
+        "response_words": describe.RESPONSE_WORDS.get(rule.permitted_response, ""),
+        "param_rows": describe.param_rows(rule.params),
+        "alerts": alerts,
+        "last_alert": last_alert,
+        "history": describe.revision_history(revisions),
+        "health": rule.health,
+        "faults": faults.recent(rule),
+    })
+
+
+def _save_form(request, form, rule):
+    """Validate, save through save_rule (source "console"); True when saved."""
+    if not form.is_valid():
+        return False
+    try:
+        save_rule(form.apply(rule), user=request.user, source="console")
+    except ValidationError as exc:  # full_clean's backstop: same governance, plus model constraints
+        form.add_model_errors(exc)
+        return False
+    return True
+
+
+@login_required
+def rule_create(request):
+    projects = rule_admin_projects(request.user).order_by("slug")
+    if not projects.exists():
+        raise PermissionDenied(EDIT_DENIED)
+    initial = {}
+    wanted = request.GET.get("project")
+    if wanted and projects.filter(slug=wanted).exists():
+        initial["project"] = projects.get(slug=wanted)
+    form = RuleForm(request.POST if request.method == "POST" else None, projects=projects, initial=initial)
+    if request.method == "POST":
+        rule = Rule()
+        if _save_form(request, form, rule):
+            messages.success(request, f"Rule {rule.name} created.")
+            return redirect("console:rule", pk=rule.pk)
+    return render(request, "alerts/rule_form.html", {"form": form, "rule": None})
+
+
+@login_required
+def rule_edit(request, pk):
+    rule = _editable_rule(request, pk)
+    projects = rule_admin_projects(request.user).order_by("slug")
+    form = RuleForm(request.POST if request.method == "POST" else None, projects=projects, instance=rule)
+    if request.method == "POST":
+        if _save_form(request, form, rule):
+            messages.success(request, f"Rule {rule.name} saved.")
+            return redirect("console:rule", pk=rule.pk)
+        rule.refresh_from_db()  # the page header shows the rule as stored, not the refused edit
+    return render(request, "alerts/rule_form.html", {"form": form, "rule": rule})
+
+
+@login_required
+def rule_delete(request, pk):
+    rule = _editable_rule(request, pk)
+    alert_count = rule.alerts.count()
+    if request.method == "POST" and not alert_count:
+        try:
+            delete_rule(rule, user=request.user, source="console")
+        except ProtectedError:  # an alert arrived since the count
+            alert_count = rule.alerts.count()
+        else:
+            messages.success(request, f"Rule {rule.name} deleted.")
+            return redirect(f"{reverse('console:rules')}?project={rule.project.slug}")
+    status = 409 if request.method == "POST" else 200  # refused: the rule's alerts keep it
+    return render(request, "alerts/rule_delete.html", {"rule": rule, "alert_count": alert_count}, status=status)
+
+
+PAGE_SIZE = 100
+STATE_LABELS = {"open": "Open", "all": "All", **{s.value: s.label for s in AlertState},
+                "needs_review": "Needs review", "resolved_no_verdict": "Resolved, no verdict"}
+
+
+def _inbox_url(request):
+    query = request.GET.urlencode()
+    return reverse("console:inbox") + (f"?{query}" if query else "")
+
+
+def _magnitude(alert):
+    if alert.magnitude is None:
+        return "—"
+    return f"{alert.magnitude:.4g} {alert.magnitude_unit}".strip()
+
+
+def _render_inbox(request, failed=None, status=200):
+    """The page; `failed` is (alert id, action, errors by field, values posted, other errors) after a refused action."""
+    params = request.GET
+    filters = {key: params.get(key, "") for key in ("state", "project", "rule")}
+    filters["state"] = filters["state"] or "open"
+    filter_errors = {}
+    try:
+        alerts = triage.inbox_alerts(request.user, **filters)
+    except ValidationError as exc:
+        filter_errors = {field: " ".join(msgs) for field, msgs in exc.message_dict.items()}
+        alerts = triage.inbox_alerts(request.user)
+    page = Paginator(alerts, PAGE_SIZE).get_page(params.get("page"))
+    muted = [a for a in page.object_list if a.state == AlertState.MUTED]
+    mutes = list(
+        Mute.objects.active(timezone.now()).filter(rule_id__in={a.rule_id for a in muted}).order_by("-expires_at")
+    ) if muted else []
+    triagers = {}
+    for alert in page.object_list:
+        project = alert.run.project
+        if project.pk not in triagers:
+            triagers[project.pk] = can_triage(request.user, project)
+        alert.can_act = triagers[project.pk]
+        alert.magnitude_text = _magnitude(alert)
+        alert.mute = next((m for m in mutes if m.covers(alert)), None) if alert.state == AlertState.MUTED else None
+        alert.failed = None
+        if failed and failed[0] == alert.pk:
+            alert.failed = {"action": failed[1], "errors": failed[2], "values": failed[3], "other": failed[4]}
+    projects = visible_projects(request.user).order_by("slug")
+    rules = Rule.objects.filter(project__in=projects).select_related("project").order_by("project__slug", "name")
+    if filters["project"]:
+        rules = rules.filter(project__slug=filters["project"])
+    paging = params.copy()
+    paging.pop("page", None)
+    return render(request, "alerts/inbox.html", {
+        "page": page,
+        "filters": filters,
+        "filter_errors": filter_errors,
+        "states": [(value, STATE_LABELS[value]) for value in triage.INBOX_STATES],
+        "projects": projects,
+        "rules": rules,
+        "query": params.urlencode(),
+        "paging_query": paging.urlencode(),
+        "durations": triage.MUTE_DURATIONS,
+        "verdicts": Verdict.choices,
+        "scopes": MuteScope.choices,
+        "live_projects": json.dumps([p.slug for p in projects]),
+    }, status=status)
+
+
+@login_required
+def inbox(request):
+    return _render_inbox(request)
+
+
+def _action(name, fields, act, done):
+    """A POST-only view: visible alert (404), can_triage (403), act, then a message and back to the inbox."""
+
+    @login_required
+    @require_POST
+    def view(request, pk):
+        alert = triage.visible_alert(request.user, pk)
+        if not can_triage(request.user, alert.run.project):
+            raise PermissionDenied("acting on alerts needs the on-call or rule admin role in this project")
+        try:
+            result = act(alert, request.user, request.POST)
+        except ValidationError as exc:
+            errors = {field: " ".join(msgs) for field, msgs in exc.message_dict.items()}
+            inline = {field: msg for field, msg in errors.items() if field in fields}
+            if not inline:  # a state the alert is in (e.g. resolved meanwhile): say so at the top
+                for msg in errors.values():
+                    messages.error(request, f"Alert {alert.pk}: {msg}")
+                return redirect(_inbox_url(request))
+            values = {field: request.POST.get(field, "") for field in fields}
+            other = [msg for field, msg in errors.items() if field not in fields]
+            return _render_inbox(request, failed=(alert.pk, name, inline, values, other), status=400)
+        level, text = done(alert, result)
+        messages.add_message(request, level, text)
+        return redirect(_inbox_url(request))
+
+    view.__name__ = f"inbox_{name}"
+    return view
+
+
+def _label(alert):
+    return f"{alert.rule.name} on {alert.run.run_id}" + (f" ({alert.component})" if alert.component else "")
+
+
+acknowledge = _action(
+    "acknowledge", [],
+    lambda alert, user, post: triage.acknowledge(alert, user),
+    lambda alert, change: (messages.SUCCESS, f"Acknowledged {_label(alert)}.") if change
+    else (messages.INFO, f"{_label(alert)} was acknowledged already."),
+)
+resolve = _action(
+    "resolve", ["note"],
+    lambda alert, user, post: triage.resolve(alert, user, note=post.get("note", "")),
+    lambda alert, change: (messages.SUCCESS, f"Resolved {_label(alert)}.") if change
+    else (messages.INFO, f"{_label(alert)} was resolved already."),
+)
+verdict = _action(
+    "verdict", ["verdict", "note"],
+    lambda alert, user, post: triage.give_verdict(alert, user, post.get("verdict"), post.get("note", "")),
+    lambda alert, change: (messages.SUCCESS, f"Verdict on {_label(alert)}: {Verdict(change.verdict).label.lower()}."),
+)
+
+
+def _mute(alert, user, post):
+    try:
+        return triage.mute(alert, user, post.get("scope"), post.get("reason", ""), duration_minutes=post.get("duration_minutes"))
+    except ValidationError as exc:
+        errors = exc.message_dict
+        if "expires_at" in errors:  # the page asks for a duration: say it in its words, on its field
+            del errors["expires_at"]
+            errors["duration_minutes"] = [
+                f"choose when the mute ends (at most {triage.max_duration_words()} ahead); there is no indefinite mute"
+            ]
+        raise ValidationError(errors) from None
+
+
+mute = _action(
+    "mute", ["scope", "reason", "duration_minutes"],
+    _mute,
+    lambda alert, created: (
+        messages.SUCCESS,
+        f"Muted {alert.rule.name} ({MuteScope(created.scope).label.lower()} scope) until "
+        f"{created.expires_at:%Y-%m-%d %H:%M} UTC; {len(created.muted)} open alert(s) muted.",
+    ),
+)
+
+
+def runbook(request, name):
+    """The starter rules' runbooks: generic guidance, no project data, so readable from a page's link without login."""
+    page = RUNBOOKS.get(name)
+    if page is None:
+        raise Http404(f"no runbook named {name!r}")
+    rule = page["rule"]
+    return render(request, "alerts/runbook.html", {
+        "name": name, "page": page,
+        "kind_words": describe.kind_words(rule["kind"], rule.get("params")),
+        "scope_rows": describe.scope_rows(rule["scope"], rule["kind"]),
+        "persistence_words": describe.persistence_words(rule["persistence"]),
+        "param_rows": describe.param_rows(rule.get("params")),
+    })

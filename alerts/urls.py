@@ -1,0 +1,32 @@
+"""The alerts app's routes: rules, alerts and the inbox, as API (under /api/v1/) and pages (under /)."""
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from alerts import api, pages
+
+router = SimpleRouter()
+router.register("rules", api.RuleViewSet, basename="rule")
+
+api_urlpatterns = [
+    path("alerts/", api.AlertListView.as_view(), name="alerts"),
+    path("alerts/<int:pk>/", api.AlertDetailView.as_view(), name="alert-detail"),
+    path("alerts/<int:pk>/acknowledge/", api.AcknowledgeView.as_view(), name="alert-acknowledge"),
+    path("alerts/<int:pk>/resolve/", api.ResolveView.as_view(), name="alert-resolve"),
+    path("alerts/<int:pk>/verdict/", api.VerdictView.as_view(), name="alert-verdict"),
+    path("alerts/<int:pk>/mute/", api.MuteView.as_view(), name="alert-mute"),
+    path("inbox/", api.InboxView.as_view(), name="inbox"),
+    *router.urls,
+]
+page_urlpatterns = [
+    path("runbooks/<slug:name>/", pages.runbook, name="runbook"),
+    path("rules/", pages.rule_list, name="rules"),
+    path("rules/new/", pages.rule_create, name="rule_new"),
+    path("rules/<int:pk>/", pages.rule_detail, name="rule"),
+    path("rules/<int:pk>/edit/", pages.rule_edit, name="rule_edit"),
+    path("rules/<int:pk>/delete/", pages.rule_delete, name="rule_delete"),
+    path("inbox/", pages.inbox, name="inbox"),
+    path("inbox/alerts/<int:pk>/acknowledge/", pages.acknowledge, name="inbox_acknowledge"),
+    path("inbox/alerts/<int:pk>/resolve/", pages.resolve, name="inbox_resolve"),
+    path("inbox/alerts/<int:pk>/verdict/", pages.verdict, name="inbox_verdict"),
+    path("inbox/alerts/<int:pk>/mute/", pages.mute, name="inbox_mute"),
+]

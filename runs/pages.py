@@ -1,0 +1,19 @@
+"""The runs app's HTML pages: the runs list and a run's page."""
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, render
+
+from opsconsole.permissions import visible_runs
+from runs.detail import run_page
+from runs.summary import runs_list
+
+
+@login_required
+def runs(request):
+    q = request.GET
+    return render(request, "runs/runs.html", runs_list(request.user, q.get("project"), q.get("status"), q.get("tag")))
+
+
+@login_required
+def run_detail(request, run_id):
+    run = get_object_or_404(visible_runs(request.user), run_id=run_id)
+    return render(request, "runs/run.html", run_page(run))

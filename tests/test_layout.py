@@ -1,0 +1,73 @@
+"""The layout the README's architecture section promises: a newcomer finds any page or endpoint by its app."""
+import ast
+from pathlib import Path
+
+from django.urls import get_resolver
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = ("opsconsole", "ingest", "alerts", "runs")
+
+
+def imported_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_ingest_imports_nothing_from_the_apps_that_build_on_it():
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m.split(".")[0] in ("alerts", "runs"))
+        for path in (ROOT / "ingest").rglob("*.py")
+    }
+    assert {path: mods for path, mods in offenders.items() if mods} == {}
+
+
+def test_no_module_is_named_after_views():
+    named = [str(p.relative_to(ROOT)) for app in APPS for p in (ROOT / app).rglob("*.py")
+             if p.name.endswith("views.py")]
+    assert named == []
+
+
+def test_every_route_is_served_by_its_apps_api_or_pages_module():
+    """API routes by `<app>.api`, page routes by `<app>.pages` (Django's admin and auth views aside)."""
+    misplaced = []
+
+    def walk(patterns, prefix=""):
+        for pattern in patterns:
+            route = prefix + str(pattern.pattern)
+            if hasattr(pattern, "url_patterns"):
+                if route.startswith("admin/"):
+                    continue
+                walk(pattern.url_patterns, route)
+                continue
+            callback = pattern.callback
+            module = getattr(callback, "__module__", "")
+            view_class = getattr(callback, "view_class", None) or getattr(callback, "cls", None)
+            if view_class is not None:
+                module = view_class.__module__
+            wrapped = getattr(callback, "__wrapped__", None)
+            if wrapped is not None and module.startswith("django."):
+                module = getattr(wrapped, "__module__", module)
+            if module.startswith(("django.", "drf_spectacular.")):
+                continue
+            expected = ".api" if route.startswith("api/v1/") else ".pages"
+            if module.split(".")[0] not in APPS or not module.endswith(expected):
+                misplaced.append((route, module))
+
+    walk(get_resolver().url_patterns)
+    assert misplaced == []
+
+
+def test_each_apps_templates_live_under_its_own_folder():
+    templates = ROOT / "templates"
+    folders = {p.name for p in templates.iterdir() if p.is_dir()}
+    # registration/ is where Django's auth views look for the login page; the rest is one folder per app.
+    assert folders <= {"registration", *APPS}, folders
+    for app in ("alerts", "runs"):
+        names = {p.name for p in (templates / app).glob("*.html")}
+        assert names, app
