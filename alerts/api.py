@@ -16,8 +16,10 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from alerts import faults, triage
-from alerts.models import Alert, AlertState, ChangeKind, MAX_MUTE_DURATION, Mute, MuteScope, Rule, Verdict
+from alerts import faults, incidents, triage
+from alerts.models import (
+    Alert, AlertState, ChangeKind, IncidentState, MAX_MUTE_DURATION, Mute, MuteScope, PermittedResponse, Rule, Verdict,
+)
 from alerts.rules import delete_rule, EDIT_DENIED
 from alerts.serializers import RuleSerializer
 from alerts.wire import alert_as_dict
@@ -323,3 +325,107 @@ class InboxView(APIView):
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(alerts, request, view=self)
         return paginator.get_paginated_response([inbox_item(a) for a in page])
+
+
+# --- incidents: alerts of one fault, with one named origin (alerts/incidents.py) ---------------------------
+
+class _OriginSerializer(serializers.Serializer):
+    alert = serializers.IntegerField(help_text="the alert named as the origin")
+    rule = serializers.CharField(help_text="its rule's name")
+    metric = serializers.CharField(allow_null=True)
+    component = serializers.CharField(allow_null=True, help_text="null: the whole run")
+    step = serializers.IntegerField(help_text="the first step its condition held")
+
+
+class _ReachSerializer(serializers.Serializer):
+    metric = serializers.CharField(allow_null=True)
+    component = serializers.CharField(allow_null=True)
+
+
+class IncidentSerializer(serializers.Serializer):
+    """The shape of `incidents.incident_as_dict`."""
+
+    id = serializers.IntegerField()
+    run = serializers.CharField()
+    state = serializers.ChoiceField(IncidentState.values, help_text=(
+        "firing while an alert of it fires; else acknowledged, else muted; needs_review while every condition "
+        "cleared but a hard invariant (non-finite, absence) of it waits for a person; else resolved"))
+    severity = serializers.ChoiceField(PermittedResponse.values, help_text="the highest permitted response among its alerts")
+    first_step = serializers.IntegerField()
+    origin = _OriginSerializer(allow_null=True, help_text=(
+        "judged by causal order (weights, activations, gradients, loss, the rest), then the earliest step, "
+        "then the magnitude beyond the band"))
+    alerts = serializers.ListField(child=serializers.IntegerField(), help_text="its alerts' ids (GET /api/v1/alerts/?run=)")
+    blast_radius = _ReachSerializer(many=True, help_text="the other metrics and components its alerts name")
+    opened_at = serializers.DateTimeField()
+    resolved_at = serializers.DateTimeField(allow_null=True, help_text="when its last alert's condition cleared")
+
+
+class IncidentListView(APIView):
+    @extend_schema(operation_id="incidents_list", parameters=[RunQuerySerializer],
+                   responses={200: IncidentSerializer(many=True), **errors(404)})
+    def get(self, request):
+        """The incidents of a run, oldest first: its alerts grouped by fault, each with one named origin."""
+        run_id = read_query(request, RunQuerySerializer)["run"]
+        run = get_object_or_404(visible_runs(request.user), run_id=run_id)
+        return Response([incidents.incident_as_dict(i, i.alert_list) for i in incidents.incidents_of_run(run)])
+
+
+class IncidentActionResultSerializer(serializers.Serializer):
+    incident = IncidentSerializer()
+    changes = ChangeSerializer(many=True, help_text="each alert's own new row (empty when nothing changed)")
+
+
+class IncidentMuteResultSerializer(serializers.Serializer):
+    incident = IncidentSerializer()
+    mutes = MuteSerializer(many=True, help_text="one per rule (rule and run scopes) or per component")
+    muted = serializers.ListField(child=serializers.IntegerField(), help_text="ids of the open alerts they muted")
+
+
+class _IncidentActionView(APIView):
+    created_status = status.HTTP_200_OK
+
+    def act(self, incident, user, body) -> dict:
+        raise NotImplementedError
+
+    @extend_schema(responses={200: IncidentActionResultSerializer, **errors(403, 404)})
+    def post(self, request, pk):
+        incident = incidents.visible_incident(request.user, pk)
+        if not can_triage(request.user, incident.run.project):
+            raise exceptions.PermissionDenied("acting on incidents needs the on-call or rule admin role in this project")
+        try:
+            result = self.act(incident, request.user, _body(request))
+        except DjangoValidationError as exc:
+            raise exceptions.ValidationError(exc.message_dict) from None
+        incident = incidents.visible_incident(request.user, pk)
+        return Response({"incident": incidents.incident_as_dict(incident), **result}, status=self.created_status)
+
+
+@extend_schema_view(post=extend_schema(operation_id="incidents_acknowledge", request=None))
+class IncidentAcknowledgeView(_IncidentActionView):
+    """Acknowledge each of its alerts that is open (or a hard invariant waiting for review), one row each."""
+
+    def act(self, incident, user, body):
+        return {"changes": [change_as_dict(c) for c in incidents.acknowledge_incident(incident, user)]}
+
+
+@extend_schema_view(post=extend_schema(operation_id="incidents_verdict", request={"application/json": VERDICT_BODY}))
+class IncidentVerdictView(_IncidentActionView):
+    """The same verdict on each of its alerts, one row each (a note is required for a false alarm)."""
+
+    def act(self, incident, user, body):
+        rows = incidents.give_incident_verdict(incident, user, body.get("verdict"), body.get("note"))
+        return {"changes": [change_as_dict(c) for c in rows]}
+
+
+@extend_schema_view(post=extend_schema(operation_id="incidents_mute", request={"application/json": MUTE_BODY},
+                                       responses={201: IncidentMuteResultSerializer, **errors(403, 404)}))
+class IncidentMuteView(_IncidentActionView):
+    """Mute the rules of its open alerts at one scope, until one expiry; each alert muted gets its own row."""
+
+    created_status = status.HTTP_201_CREATED
+
+    def act(self, incident, user, body):
+        mutes = incidents.mute_incident(incident, user, body.get("scope"), body.get("reason"), body.get("expires_at"),
+                                        duration_minutes=body.get("duration_minutes"))
+        return {"mutes": [mute_as_dict(m) for m in mutes], "muted": sorted(pk for m in mutes for pk in m.muted)}

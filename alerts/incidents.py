@@ -418,6 +418,16 @@ def incidents_of_run(run):
     return incidents
 
 
+def visible_incident(user, pk) -> Incident:
+    """The incident if the caller may see its run's project; 404 otherwise (its existence is not revealed)."""
+    from django.shortcuts import get_object_or_404
+
+    from opsconsole.permissions import visible_projects
+
+    incidents = Incident.objects.filter(run__project__in=visible_projects(user)).select_related("run__project", "origin__rule")
+    return get_object_or_404(incidents, pk=pk)
+
+
 # --- acting on an incident -------------------------------------------------------------------------------
 
 def _acting(incident, user, kind, now, act, note="", verdict=""):

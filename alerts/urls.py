@@ -15,6 +15,10 @@ api_urlpatterns = [
     path("alerts/<int:pk>/verdict/", api.VerdictView.as_view(), name="alert-verdict"),
     path("alerts/<int:pk>/mute/", api.MuteView.as_view(), name="alert-mute"),
     path("inbox/", api.InboxView.as_view(), name="inbox"),
+    path("incidents/", api.IncidentListView.as_view(), name="incidents"),
+    path("incidents/<int:pk>/acknowledge/", api.IncidentAcknowledgeView.as_view(), name="incident-acknowledge"),
+    path("incidents/<int:pk>/verdict/", api.IncidentVerdictView.as_view(), name="incident-verdict"),
+    path("incidents/<int:pk>/mute/", api.IncidentMuteView.as_view(), name="incident-mute"),
     *router.urls,
 ]
 page_urlpatterns = [

@@ -18,7 +18,9 @@ from schemathesis.config._checks import NEGATIVE_DATA_REJECTION_EXPECTED_STATUSE
 from schemathesis.config._checks import POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES as POSITIVE_STATUSES
 from schemathesis.engine import events, from_schema
 
+from alerts.incidents import group_new_alerts
 from ingest.contract import CONDITIONS
+from ingest.models import Run
 from opsconsole.models import PersonalToken
 from tests.factories import make_alert, make_rule
 
@@ -59,14 +61,16 @@ def seeded(project, other_project, token, other_token, owner, sender):
     rule = make_rule(project, kind="nonfinite")
     for state in ("firing", "acknowledged", "resolved"):
         make_alert(rule, run="fuzz-run", component=f"layers.{state}", state=state)
+    group_new_alerts(Run.objects.get(run_id="fuzz-run"))  # an incident for the incident operations to find
     return {"project": token, "personal": PersonalToken.issue(owner)[1]}
 
 
 # Valid-looking requests that state decides, which no JSON Schema can say (each operation's description
 # says it): for rules, `stop`/`rewind` only on hard-invariant kinds, unique names per project, each kind's
-# params; for acting on an alert, its state (a resolved alert cannot be acknowledged or muted) and a
+# params; for acting on an alert or an incident, its state (a resolved one cannot be acknowledged or muted) and a
 # mute's window (in the future, at most 7 days ahead). Those answer 400 naming the field.
-DECIDED_BY_STATE = ("rules_create", "rules_update", "rules_partial_update", "alerts_acknowledge", "alerts_mute")
+DECIDED_BY_STATE = ("rules_create", "rules_update", "rules_partial_update", "alerts_acknowledge", "alerts_mute",
+                    "incidents_acknowledge", "incidents_mute")
 STATE_400 = {"checks": {"positive_data_acceptance": {"expected-statuses": [*POSITIVE_STATUSES, "400"]}}}
 
 
