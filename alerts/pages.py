@@ -19,16 +19,16 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import ProtectedError
+from django.db.models import Count, ProtectedError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from alerts import describe, faults, triage
+from alerts import describe, faults, incidents, review, triage
 from alerts.forms import RuleForm
-from alerts.models import AlertState, Mute, MuteScope, Rule, RuleRevision, Verdict
+from alerts.models import Alert, AlertState, Incident, Mute, MuteScope, Rule, RuleRevision, Verdict
 from alerts.rules import delete_rule, EDIT_DENIED, save_rule
 from alerts.starter import RUNBOOKS
 from opsconsole.permissions import can_edit_rules, can_triage, rule_admin_projects, visible_projects
@@ -182,7 +182,8 @@ def _magnitude(alert):
 
 
 def _render_inbox(request, failed=None, status=200):
-    """The page; `failed` is (alert id, action, errors by field, values posted, other errors) after a refused action."""
+    """The page; `failed` is ((kind, id), action, errors by field, values posted, other errors) after a refused
+    action on an alert or an incident (kind "alert" or "incident")."""
     params = request.GET
     filters = {key: params.get(key, "") for key in ("state", "project", "rule")}
     filters["state"] = filters["state"] or "open"
@@ -191,6 +192,7 @@ def _render_inbox(request, failed=None, status=200):
         alerts = triage.inbox_alerts(request.user, **filters)
     except ValidationError as exc:
         filter_errors = {field: " ".join(msgs) for field, msgs in exc.message_dict.items()}
+        filters = {"state": "open", "project": "", "rule": ""}
         alerts = triage.inbox_alerts(request.user)
     page = Paginator(alerts, PAGE_SIZE).get_page(params.get("page"))
     muted = [a for a in page.object_list if a.state == AlertState.MUTED]
@@ -198,16 +200,33 @@ def _render_inbox(request, failed=None, status=200):
         Mute.objects.active(timezone.now()).filter(rule_id__in={a.rule_id for a in muted}).order_by("-expires_at")
     ) if muted else []
     triagers = {}
-    for alert in page.object_list:
-        project = alert.run.project
+
+    def may_act(project):
         if project.pk not in triagers:
             triagers[project.pk] = can_triage(request.user, project)
-        alert.can_act = triagers[project.pk]
+        return triagers[project.pk]
+
+    def failed_on(kind, pk):
+        if failed and failed[0] == (kind, pk):
+            return {"action": failed[1], "errors": failed[2], "values": failed[3], "other": failed[4]}
+        return None
+
+    for alert in page.object_list:
+        alert.can_act = may_act(alert.run.project)
         alert.magnitude_text = _magnitude(alert)
         alert.mute = next((m for m in mutes if m.covers(alert)), None) if alert.state == AlertState.MUTED else None
-        alert.failed = None
-        if failed and failed[0] == alert.pk:
-            alert.failed = {"action": failed[1], "errors": failed[2], "values": failed[3], "other": failed[4]}
+        alert.needs_review = review.needs_review(alert)
+        alert.failed = failed_on("alert", alert.pk)
+    entries = _by_incident(page.object_list, may_act, failed_on)
+    quiet = quiet_count = None
+    if filters["state"] == "open":
+        # Alerts that ended by themselves with nobody's verdict: counted, so false-alarm rates can be.
+        unjudged = triage.inbox_alerts(request.user, state=triage.RESOLVED_NO_VERDICT, project=filters["project"],
+                                       rule=filters["rule"])
+        quiet_count = unjudged.count()
+        quiet = list(unjudged[:QUIET_SHOWN])
+        for alert in quiet:
+            alert.magnitude_text = _magnitude(alert)
     projects = visible_projects(request.user).order_by("slug")
     rules = Rule.objects.filter(project__in=projects).select_related("project").order_by("project__slug", "name")
     if filters["project"]:
@@ -216,6 +235,9 @@ def _render_inbox(request, failed=None, status=200):
     paging.pop("page", None)
     return render(request, "alerts/inbox.html", {
         "page": page,
+        "entries": entries,
+        "quiet": quiet,
+        "quiet_count": quiet_count,
         "filters": filters,
         "filter_errors": filter_errors,
         "states": [(value, STATE_LABELS[value]) for value in triage.INBOX_STATES],
@@ -230,37 +252,72 @@ def _render_inbox(request, failed=None, status=200):
     }, status=status)
 
 
+# How many of the alerts that resolved by themselves without a verdict the open inbox lists (all: the filter).
+QUIET_SHOWN = 20
+
+
+def _by_incident(alerts, may_act, failed_on):
+    """The page's rows: one per incident (at its newest alert's place, with the alerts of it on this page),
+    and alerts in no incident on their own. Each entry is {"incident", "alerts"} or {"alert"}."""
+    ids = {a.incident_id for a in alerts if a.incident_id is not None}
+    found = {
+        i.pk: i for i in Incident.objects.filter(pk__in=ids).select_related("run__project", "origin__rule")
+        .annotate(alert_count=Count("alerts"))
+    }
+    entries, placed = [], {}
+    for alert in alerts:
+        incident = found.get(alert.incident_id)
+        if incident is None:
+            entries.append({"alert": alert})
+            continue
+        if incident.pk not in placed:
+            placed[incident.pk] = {"incident": incident, "alerts": []}
+            entries.append(placed[incident.pk])
+        placed[incident.pk]["alerts"].append(alert)
+    for entry in placed.values():
+        incident = entry["incident"]
+        incident.can_act = may_act(incident.run.project)
+        incident.failed = failed_on("incident", incident.pk)
+        incident.origin_text = incidents.describe_origin(incident.origin) if incident.origin else "—"
+        members = list(Alert.objects.filter(incident=incident).select_related("rule"))
+        incident.reach = incidents.blast_radius(members, incident.origin) if incident.origin else []
+        # Shown open when one of its rows holds a refused form, so the error is seen.
+        incident.expanded = incident.failed is None and any(a.failed for a in entry["alerts"])
+    return entries
+
+
 @login_required
 def inbox(request):
     return _render_inbox(request)
 
 
-def _action(name, fields, act, done):
-    """A POST-only view: visible alert (404), can_triage (403), act, then a message and back to the inbox."""
+def _action(name, fields, act, done, kind="alert"):
+    """A POST-only view: visible alert or incident (404), can_triage (403), act, then a message and back to the inbox."""
+    find = triage.visible_alert if kind == "alert" else incidents.visible_incident
 
     @login_required
     @require_POST
     def view(request, pk):
-        alert = triage.visible_alert(request.user, pk)
-        if not can_triage(request.user, alert.run.project):
-            raise PermissionDenied("acting on alerts needs the on-call or rule admin role in this project")
+        target = find(request.user, pk)
+        if not can_triage(request.user, target.run.project):
+            raise PermissionDenied(f"acting on {kind}s needs the on-call or rule admin role in this project")
         try:
-            result = act(alert, request.user, request.POST)
+            result = act(target, request.user, request.POST)
         except ValidationError as exc:
             errors = {field: " ".join(msgs) for field, msgs in exc.message_dict.items()}
             inline = {field: msg for field, msg in errors.items() if field in fields}
-            if not inline:  # a state the alert is in (e.g. resolved meanwhile): say so at the top
+            if not inline:  # a state it is in (e.g. resolved meanwhile): say so at the top
                 for msg in errors.values():
-                    messages.error(request, f"Alert {alert.pk}: {msg}")
+                    messages.error(request, f"{kind.capitalize()} {target.pk}: {msg}")
                 return redirect(_inbox_url(request))
             values = {field: request.POST.get(field, "") for field in fields}
             other = [msg for field, msg in errors.items() if field not in fields]
-            return _render_inbox(request, failed=(alert.pk, name, inline, values, other), status=400)
-        level, text = done(alert, result)
+            return _render_inbox(request, failed=((kind, target.pk), name, inline, values, other), status=400)
+        level, text = done(target, result)
         messages.add_message(request, level, text)
         return redirect(_inbox_url(request))
 
-    view.__name__ = f"inbox_{name}"
+    view.__name__ = f"inbox_{kind}_{name}"
     return view
 
 
@@ -291,13 +348,7 @@ def _mute(alert, user, post):
     try:
         return triage.mute(alert, user, post.get("scope"), post.get("reason", ""), duration_minutes=post.get("duration_minutes"))
     except ValidationError as exc:
-        errors = exc.message_dict
-        if "expires_at" in errors:  # the page asks for a duration: say it in its words, on its field
-            del errors["expires_at"]
-            errors["duration_minutes"] = [
-                f"choose when the mute ends (at most {triage.max_duration_words()} ahead); there is no indefinite mute"
-            ]
-        raise ValidationError(errors) from None
+        raise ValidationError(_duration_words(exc.message_dict)) from None
 
 
 mute = _action(
@@ -308,6 +359,54 @@ mute = _action(
         f"Muted {alert.rule.name} ({MuteScope(created.scope).label.lower()} scope) until "
         f"{created.expires_at:%Y-%m-%d %H:%M} UTC; {len(created.muted)} open alert(s) muted.",
     ),
+)
+
+
+def _duration_words(errors):
+    """The page asks for a duration: a missing or bad expiry is said in its words, on its field."""
+    if "expires_at" in errors:
+        del errors["expires_at"]
+        errors["duration_minutes"] = [
+            f"choose when the mute ends (at most {triage.max_duration_words()} ahead); there is no indefinite mute"
+        ]
+    return errors
+
+
+def _incident_label(incident):
+    return f"incident #{incident.pk} on {incident.run.run_id}"
+
+
+def _mute_incident(incident, user, post):
+    try:
+        return incidents.mute_incident(incident, user, post.get("scope"), post.get("reason", ""),
+                                       duration_minutes=post.get("duration_minutes"))
+    except ValidationError as exc:
+        raise ValidationError(_duration_words(exc.message_dict)) from None
+
+
+incident_acknowledge = _action(
+    "acknowledge", [],
+    lambda incident, user, post: incidents.acknowledge_incident(incident, user),
+    lambda incident, rows: (messages.SUCCESS, f"Acknowledged {_incident_label(incident)}: {len(rows)} alert(s).") if rows
+    else (messages.INFO, f"{_incident_label(incident).capitalize()} was acknowledged already."),
+    kind="incident",
+)
+incident_verdict = _action(
+    "verdict", ["verdict", "note"],
+    lambda incident, user, post: incidents.give_incident_verdict(incident, user, post.get("verdict"), post.get("note", "")),
+    lambda incident, rows: (messages.SUCCESS, f"Verdict on {_incident_label(incident)} ({len(rows)} alerts): "
+                                              f"{Verdict(rows[0].verdict).label.lower()}."),
+    kind="incident",
+)
+incident_mute = _action(
+    "mute", ["scope", "reason", "duration_minutes"],
+    _mute_incident,
+    lambda incident, mutes: (
+        messages.SUCCESS,
+        f"Muted {_incident_label(incident)} ({MuteScope(mutes[0].scope).label.lower()} scope) until "
+        f"{mutes[0].expires_at:%Y-%m-%d %H:%M} UTC; {sum(len(m.muted) for m in mutes)} open alert(s) muted.",
+    ),
+    kind="incident",
 )
 
 

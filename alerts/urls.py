@@ -33,4 +33,7 @@ page_urlpatterns = [
     path("inbox/alerts/<int:pk>/resolve/", pages.resolve, name="inbox_resolve"),
     path("inbox/alerts/<int:pk>/verdict/", pages.verdict, name="inbox_verdict"),
     path("inbox/alerts/<int:pk>/mute/", pages.mute, name="inbox_mute"),
+    path("inbox/incidents/<int:pk>/acknowledge/", pages.incident_acknowledge, name="inbox_incident_acknowledge"),
+    path("inbox/incidents/<int:pk>/verdict/", pages.incident_verdict, name="inbox_incident_verdict"),
+    path("inbox/incidents/<int:pk>/mute/", pages.incident_mute, name="inbox_incident_mute"),
 ]

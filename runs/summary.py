@@ -5,6 +5,7 @@ from collections import defaultdict
 from django.db.models.fields.json import KeyTransform
 
 from alerts.models import Alert, AlertState
+from alerts.review import runs_needing_review
 from ingest.models import Layer, RunStatus, Series
 from opsconsole.permissions import visible_projects, visible_runs
 
@@ -40,6 +41,8 @@ def runs_list(user, project=None, status=None, tag=None) -> dict:
     open_alerts = defaultdict(list)
     for alert in Alert.objects.filter(run_id__in=ids).exclude(state=AlertState.RESOLVED).values("run_id", "metric", "component", "state"):
         open_alerts[alert["run_id"]].append(alert)
+    # A hard invariant that cleared with nobody looking (alerts/review.py): the run is not healthy until someone has.
+    review = runs_needing_review(ids)
     rows = []
     for run in runs:
         troubled = defaultdict(int)
@@ -50,7 +53,7 @@ def runs_list(user, project=None, status=None, tag=None) -> dict:
         for layer in LAYERS:
             state = "alert" if troubled[layer] else ("ok" if layer in layers_with_data[run.pk] else "none")
             glance.append({"layer": layer, "state": state, "alerts": troubled[layer]})
-        rows.append({"run": run, "open_alerts": len(open_alerts[run.pk]), "layers": glance})
+        rows.append({"run": run, "open_alerts": len(open_alerts[run.pk]), "layers": glance, "needs_review": run.pk in review})
     projects = visible_projects(user).order_by("slug")
     return {
         "rows": rows,
