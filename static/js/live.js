@@ -13,6 +13,8 @@
  *                   points, events, phases, series: [{metric, component}]}
  *                  {type: "alert", run, change, step, at, by, note, alert: {... as GET /api/v1/alerts/ ...}}
  *                      change: fired | extended | resolved | acknowledged | muted | verdict | unmuted
+ *                  {type: "incident", run, change, changes, at, by, note, incident: {... as GET /api/v1/incidents/ ...}}
+ *                      change: opened | joined | origin | state | acknowledged | verdict | muted
  *                  {type: "run", run, status, previous, last_step}
  *                  {type: "error", error}   (the server did not understand something sent)
  *                "pong" frames are handled here and not passed on.
