@@ -1,5 +1,6 @@
 """A band on a positive metric is a ratio to its level: never a lower edge ≤ 0, and a 10× drop crosses it."""
 import numpy as np
+import pytest
 
 from alerts.bands import BandParams, band_at, reference_band
 
@@ -35,7 +36,7 @@ def test_a_quiet_metric_gets_a_narrow_ratio_band_symmetric_in_ratio():
     values = 2.0 * np.exp(rng.normal(0, 0.01, 400))
     band = band_at(values, [300], BandParams(scale="ratio", width=6.0, max_ratio=4.0))
     assert 1.03 < band.upper[0] / band.centre[0] < 1.2
-    assert band.upper[0] / band.centre[0] == __import__("pytest").approx(band.centre[0] / band.lower[0])
+    assert band.upper[0] / band.centre[0] == pytest.approx(band.centre[0] / band.lower[0])
 
 
 def test_a_zero_is_below_any_ratio_band_and_reference_runs_give_ratio_bands_too():
