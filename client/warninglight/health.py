@@ -23,13 +23,19 @@ forward hooks, and the weight snapshot for `update_ratio`, are armed by the `on_
 before it (when the next log, expected at `step + the last gap between logs`, will reach a
 multiple), and capture the first training-mode forward pass of the model after that. So with
 one `wl.log` per optimizer step, health step `s` sees the forward pass, the gradients and the
-update of step `s` itself, and nothing is done on the other steps: no hook is even registered.
+update of step `s` itself; on the other steps no forward hook is registered.
+
+Per step (`_StepCheck`, armed for the whole run once a model is given): the norm of every parameter
+tensor before and after each optimizer step (one `torch._foreach_norm` each, written into a device
+buffer, no host synchronisation), read at the next health step. It names the first component whose
+weights went non-finite, with its step, at any `every`, and a component whose weights jumped (norm x4
+or more) between the end of one optimizer step and the next, outside the optimizer (`exploding`).
 
 Read-only: everything runs under `torch.no_grad()` on detached tensors; nothing is written to
 a parameter, a gradient, the optimizer or its state, `requires_grad` or any RNG; hooks return
 None. The only memory held between a forward pass and the health step is a few reductions
-per component and, from the arming (no optimizer) or the optimizer's step (optimizer given)
-until the health step, one copy of the weights. An internal error switches health off for the
+per component, from the arming (no optimizer) or the optimizer's step (optimizer given)
+until the health step one copy of the weights, and two rows of per-tensor norms per step. An internal error switches health off for the
 run with one warning; it never raises into training.
 """
 from __future__ import annotations
