@@ -32,14 +32,19 @@ What it does:
    (default 2; largest files first), the batches of one run in order on one keep-alive
    connection. Every answer must be 202 with every line accepted, otherwise the error body is
    printed and the benchmark stops (exit 1);
-5. after a run's last batch, reads `GET /api/v1/alerts/?run=<run id>` for it, and runs the
-   phase-blind baseline (`baseline.py`, rolling EMA z-score, alpha 0.97, |z| > 3) on the same
-   lines in the same order, offline, in the same client thread;
-6. scores both with `score.py` and prints, per detector, one table per split (tune, heldout,
-   all) with the targets beside the figures, whether pythia-410m-seed4's failed restore
-   (incident at 122002) was alerted within 20 steps, per-run lines with --verbose, the
-   request latencies (which include evaluation), any errors in the server log, and the wall
-   time; --json OUT writes all of it.
+5. after a run's last batch, reads `GET /api/v1/alerts/?run=<run id>` for it and
+   `GET /api/v1/incidents/?run=<run id>` (its incidents when that answers 200; on 404, a console
+   without the endpoint, the run's alerts are grouped client-side by `score.group_alerts`, the
+   stand-in: alerts within 5 steps of each other, origin weights > activations > gradients >
+   loss, then earliest; any other status stops the benchmark), and runs the phase-blind baseline
+   (`baseline.py`, rolling EMA z-score, alpha 0.97, |z| > 3) on the same lines in the same order,
+   offline, in the same client thread;
+6. scores both with `score.py`, at the alert level and at the incident level (the baseline's
+   incidents always from the stand-in), and prints, per detector and level, one table per split
+   (tune, heldout, all) with the targets beside the figures and which source the incidents came
+   from, whether pythia-410m-seed4's failed restore (incident at 122002) was alerted within 20
+   steps, per-run lines with --verbose, the request latencies (which include evaluation), any
+   errors in the server log, and the wall time; --json OUT writes all of it.
 """
 from __future__ import annotations
 
