@@ -2,7 +2,9 @@
 """Generate the labelled fault corpus: small real training runs on CPU with injected faults.
 
     .venv/bin/pip install -e '.[faults]'                  # torch==2.13.0 (CPU)
-    .venv/bin/python benchmarks/faults/generate.py        # all 40 runs -> benchmarks/faults/corpus/
+    .venv/bin/python benchmarks/faults/generate.py        # all 74 runs -> benchmarks/faults/corpus/
+    .venv/bin/python benchmarks/faults/generate.py --set extended   # the 34 runs of issue 11 (MLP, CNN, transformer)
+    .venv/bin/python benchmarks/faults/generate.py --merge /tmp/a /tmp/b   # runs made with --out elsewhere
     .venv/bin/python benchmarks/faults/generate.py --only lr_spike --seeds 0 1 --out /tmp/c
     .venv/bin/python benchmarks/faults/generate.py --only benign --seeds 4
 
@@ -15,7 +17,13 @@ points `loss`, `lr`, `throughput`, `grad_norm` and, for each of the six componen
 `blocks.0.attn`, `blocks.0.mlp`, `blocks.1.attn`, `blocks.1.mlp`, `head`, the points
 `grad_norm`, `weight_norm`, `update_ratio`, `act_norm`, `dead_fraction`; `val_loss` at evals.
 
-Fault runs (8 kinds) inject one fault at a step drawn from the seed in 250..550; benign runs
+The extended set (EXT_RUNS) adds an MLP and a causal CNN beside the transformer, six fault kinds
+(stall on a noisy fast model, weight jump, one NaN weight, label onset, a NaN loss that recovers,
+validation divergence with evals every 100 steps) and noisy benign runs with short throughput
+dips; its step times are measured plus simulated shared-machine delays, rescaled to an idle
+core's step (see NOMINAL_STEP_S and IDLE_STEP_S).
+
+Original fault runs (8 kinds) inject one fault at a step drawn from the seed in 250..550; benign runs
 exercise warmup, evals, checkpoints, cosine LR decay, a data refresh and a restart from a
 checkpoint with replayed steps. labels.json says what was injected where. Training values are a
 deterministic function of (kind, seed) on a given torch build and Python standard library;
