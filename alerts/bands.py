@@ -12,6 +12,17 @@ one spike in the history does not widen the band). A floor relative to the
 level keeps a flat series (a constant learning rate) from having a zero-width
 band. Fewer than `min_history` points: no band (NaN), so nothing is judged.
 
+Positive quantities (rates, norms, losses, times) are judged on a ratio scale
+(`scale="ratio"`): the same level, trend and spread computed on log(value), so
+the band is a ratio to the expected level and its lower edge is never ≤ 0 (in
+linear units a series whose step-to-step noise is half its level has a lower
+edge at or below zero, which no drop can cross). `rel_floor` is then the least
+σ in log units (about the same share of the level for small shares), and
+`max_ratio` caps the band at ×/÷ that ratio of the level, so a noisy metric
+(±50% from step to step) still has a band a 10× drop crosses. Every band
+returned here is in the metric's own units (a chart draws it as it is); only
+`sigma` is in the judging scale's units (log units for a ratio band).
+
 Reference runs (runs of the project marked `reference`) add a second band at
 the same step; the band is then the envelope of the two, so a point is outside
 only when it is outside both the run's own history and what reference runs
@@ -38,6 +49,8 @@ class BandParams:
     width: float = default("band", "width")  # band half-width, in robust σ
     rel_floor: float = default("band", "rel_floor")  # σ is at least this share of |level|
     reference_window: int = default("band", "reference_window")  # steps either side of a step, pooled over reference runs
+    scale: str = default("band", "scale")  # "linear", or "ratio": judged on log(value)
+    max_ratio: float | None = None  # ratio bands: the edges at most ×/÷ this from the level (None: no cap)
 
     @classmethod
     def from_params(cls, params: dict | None) -> "BandParams":
@@ -47,13 +60,69 @@ class BandParams:
 
 @dataclass
 class Band:
+    """A band in the metric's own units; `sigma` in the judging scale's units (log units when `log`)."""
+
     centre: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
     sigma: np.ndarray
+    log: bool = False
 
     def __len__(self):
         return len(self.centre)
+
+    def judged(self, values):
+        """`values` and the band's edges on the scale it is judged on: (values, centre, lower, upper)."""
+        if not self.log:
+            return values, self.centre, self.lower, self.upper
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (to_log(values), *(np.log(a) for a in (self.centre, self.lower, self.upper)))
+
+    def outside(self, values, direction):
+        """(held, distance beyond the band in σ): held above, below or on either side per `direction`."""
+        v, _, lower, upper = self.judged(np.asarray(values, dtype=float))
+        with np.errstate(invalid="ignore"):
+            above = v > upper
+            below = v < lower
+            beyond = np.where(above, v - upper, lower - v) / self.sigma
+        if direction == "above":
+            return above, beyond
+        if direction == "below":
+            return below, beyond
+        return above | below, beyond
+
+    def widened(self, where, share):
+        """The band, where `where`, at least ±`share` of the level wide (a ratio of 1 + share on a ratio band),
+        its lower side at least as wide as its upper side."""
+        _, centre, lower, upper = self.judged(np.empty(0))
+        least = np.log1p(share) if self.log else share * np.abs(centre)
+        up = np.where(where, np.maximum(upper - centre, least), upper - centre)
+        down = np.where(where, np.maximum(centre - lower, up), centre - lower)
+        return _from_scale(centre, centre - down, centre + up, self.sigma, self.log)
+
+
+def to_log(values):
+    """log(value), a value ≤ 0 as the log of ABS_FLOOR: far below any positive level, never NaN."""
+    with np.errstate(invalid="ignore"):
+        return np.log(np.where(values > ABS_FLOOR, values, np.where(np.isnan(values), np.nan, ABS_FLOOR)))
+
+
+def _from_scale(centre, lower, upper, sigma, log):
+    if not log:
+        return Band(centre, lower, upper, sigma)
+    with np.errstate(over="ignore"):
+        return Band(np.exp(centre), np.exp(lower), np.exp(upper), sigma, True)
+
+
+def _finish(centre, sigma, params: BandParams) -> Band:
+    """Floor σ, cap a ratio band at max_ratio, and give the edges in the metric's units."""
+    ratio = params.scale == "ratio"
+    floor = params.rel_floor if ratio else params.rel_floor * np.abs(centre)
+    sigma = np.maximum(sigma, np.maximum(floor, ABS_FLOOR))
+    half = params.width * sigma
+    if ratio and params.max_ratio is not None:
+        half = np.minimum(half, np.log(params.max_ratio))
+    return _from_scale(centre, centre - half, centre + half, sigma, ratio)
 
 
 def _level_and_spread(windows: np.ndarray):
@@ -77,6 +146,8 @@ def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) ->
     they were judged; positions without `min_history` earlier values get NaN.
     """
     values = np.asarray(values, dtype=float)
+    if params.scale == "ratio":
+        values = to_log(values)
     positions = np.asarray(positions, dtype=np.int64)
     centre = np.full(len(positions), np.nan)
     sigma = np.full(len(positions), np.nan)
@@ -87,9 +158,7 @@ def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) ->
     for j in np.flatnonzero(~full & (positions >= params.min_history)):
         c, s = _level_and_spread(values[None, : positions[j]])
         centre[j], sigma[j] = c[0], s[0]
-    sigma = np.maximum(sigma, np.maximum(params.rel_floor * np.abs(centre), ABS_FLOOR))
-    half = params.width * sigma
-    return Band(centre, centre - half, centre + half, sigma)
+    return _finish(centre, sigma, params)
 
 
 def reference_band(reference_points, steps, params: BandParams = BandParams()) -> Band:
@@ -103,6 +172,8 @@ def reference_band(reference_points, steps, params: BandParams = BandParams()) -
     if reference_points:
         all_steps = np.concatenate([s for s, _ in reference_points])
         all_values = np.concatenate([v for _, v in reference_points])
+        if params.scale == "ratio":
+            all_values = to_log(all_values)
         keep = np.isfinite(all_values)
         order = np.argsort(all_steps[keep], kind="stable")
         ref_steps, ref_values = all_steps[keep][order], all_values[keep][order]
@@ -112,9 +183,7 @@ def reference_band(reference_points, steps, params: BandParams = BandParams()) -
             near = ref_values[lo[j]:hi[j]]
             centre[j] = np.median(near)
             sigma[j] = 1.4826 * np.median(np.abs(near - centre[j]))
-    sigma = np.maximum(sigma, np.maximum(params.rel_floor * np.abs(centre), ABS_FLOOR))
-    half = params.width * sigma
-    return Band(centre, centre - half, centre + half, sigma)
+    return _finish(centre, sigma, params)
 
 
 def envelope(own: Band, reference: Band) -> Band:
@@ -123,7 +192,7 @@ def envelope(own: Band, reference: Band) -> Band:
     upper = np.fmax(own.upper, reference.upper)
     centre = np.where(np.isnan(own.centre), reference.centre, own.centre)
     sigma = np.where(np.isnan(own.centre), reference.sigma, own.sigma)
-    return Band(centre, lower, upper, sigma)
+    return Band(centre, lower, upper, sigma, own.log)
 
 
 def series_band(series, start=None, end=None, params: BandParams = BandParams(), every: int = 1, phases=None):
@@ -216,4 +285,5 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
         kept_steps = merged[merged_order][-keep:]
         kept_values = np.concatenate([kept_values, add_values])[merged_order][-keep:]
         i += upto
-    return held, magnitude, Band(out["centre"], out["lower"], out["upper"], out["sigma"]), (kept_steps, kept_values)
+    band = Band(out["centre"], out["lower"], out["upper"], out["sigma"], params.scale == "ratio")
+    return held, magnitude, band, (kept_steps, kept_values)

@@ -118,12 +118,21 @@ def kind_words(kind, params) -> str:
             parts.append(f"above {_number(params['above'])}")
         if params.get("below") is not None:
             parts.append(f"below {_number(params['below'])}")
-        return f"a value is {' or '.join(parts)}" if parts else "a value crosses its threshold (none set)"
+        words = f"a value is {' or '.join(parts)}" if parts else "a value crosses its threshold (none set)"
+        if params.get("persistence_seconds"):
+            words += f", for at least {_duration(params['persistence_seconds'])} of the job's own time"
+        return words
     if kind == "band":
         direction = params.get("direction", default("band", "direction"))
         side = {"above": "above", "below": "below"}.get(direction, "outside")
         width = f" ({_number(params['width'])} robust σ wide)" if params.get("width") is not None else ""
-        return f"a value is {side} its phase-aware band{width}"
+        words = f"a value is {side} its phase-aware band{width}"
+        if params.get("scale") == "ratio":
+            cap = params.get("max_ratio", 4.0)
+            words += f", judged as a ratio to its level (at most ×/÷ {_number(cap)})"
+        if params.get("persistence_seconds"):
+            words += f", for at least {_duration(params['persistence_seconds'])} of the job's own time"
+        return words
     if kind == "absence":
         parts = []
         if params.get("missing_steps") is not None:
@@ -138,7 +147,16 @@ def kind_words(kind, params) -> str:
     if kind == "divergence":
         k = params.get("evaluations", default("divergence", "evaluations"))
         training = params.get("training", "the training metric")
-        return f"the validation metric rises at {_plural(k, 'evaluation')} in a row while {training} falls"
+        words = f"the validation metric rises at {_plural(k, 'evaluation')} in a row while {training} falls"
+        if params.get("fast_rise") is not None:
+            words += (f", or rises and stands {_number(params['fast_rise'] * 100)}% above its lowest evaluation while "
+                      f"{training} is below where it was then")
+        return words
+    if kind == "weight_jump":
+        allowance = params.get("allowance", default("weight_jump", "allowance"))
+        return (f"a component's weight norm changes between two samples by more than {_number(allowance)} × what its "
+                f"update_ratio allows (else its own history), and by at least ×"
+                f"{_number(params.get('min_ratio', default('weight_jump', 'min_ratio')))}")
     return kind or "—"
 
 

@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from alerts import faults
-from alerts.bands import Band, BandParams, envelope, judged_band, reference_band
+from alerts.bands import Band, BandParams, envelope, judged_band, reference_band, to_log
 from alerts.changes import record_change
 from alerts.governance import judging_errors
 from alerts.params import InvalidParams, resolved
@@ -37,7 +37,8 @@ DEFAULT_SKIPPED_PHASES = {"warmup", "eval", "checkpoint", "restart", "data_refre
 # step are created in this order, so the first alert names the origin.
 CAUSAL_ORDER = ["weight_norm", "act_norm", "act_max", "dead_fraction", "grad_norm", "update_ratio"]
 CAUSAL_RANK = {metric: rank for rank, metric in enumerate(CAUSAL_ORDER)}
-POINT_KINDS = (RuleKind.NONFINITE, RuleKind.THRESHOLD, RuleKind.BAND, RuleKind.ABSENCE, RuleKind.DIVERGENCE)
+POINT_KINDS = (RuleKind.NONFINITE, RuleKind.THRESHOLD, RuleKind.BAND, RuleKind.ABSENCE, RuleKind.DIVERGENCE,
+               RuleKind.WEIGHT_JUMP)
 # The database itself failing, not one rule: the whole batch is left for the sweep to evaluate again.
 NOT_A_RULES_FAULT = (OperationalError, InterfaceError, InternalError)
 
@@ -133,18 +134,6 @@ def _unpack_history(packed):
     return np.frombuffer(base64.b64decode(steps), dtype="<i8").astype(np.int64), np.frombuffer(base64.b64decode(values), dtype="<f8").copy()
 
 
-def _outside(values, band: Band, direction):
-    with np.errstate(invalid="ignore"):
-        above = values > band.upper
-        below = values < band.lower
-        beyond = np.where(above, values - band.upper, band.lower - values) / band.sigma
-    if direction == "above":
-        return above, beyond
-    if direction == "below":
-        return below, beyond
-    return above | below, beyond
-
-
 class _BandJudge:
     """Band rules: the run's own history per phase kind (kept in RuleProgress.state), plus reference runs.
 
@@ -231,11 +220,8 @@ class _BandJudge:
 
     def judge(self, values, band, judged, restoring):
         """(held, σ beyond the band, the band used): after a restart, the restore tolerance widens it."""
-        tolerance = np.maximum(band.upper - band.centre, self.restore_tolerance * np.abs(band.centre))
-        tolerance = np.where(restoring, tolerance, band.upper - band.centre)
-        lower_tolerance = np.where(restoring, np.maximum(band.centre - band.lower, tolerance), band.centre - band.lower)
-        used = Band(band.centre, band.centre - lower_tolerance, band.centre + tolerance, band.sigma)
-        held, beyond = _outside(values, used, self.direction)
+        used = band.widened(restoring, self.restore_tolerance)
+        held, beyond = used.outside(values, self.direction)
         return held & judged, beyond, used
 
 
@@ -343,31 +329,119 @@ def _stored_neighbours(series, attempt, lo, hi):
 
 
 def _divergence(rule, progress, run, steps, values):
-    """Validation metric rising over K evaluations in a row while the training metric keeps falling."""
+    """Validation metric rising over K evaluations in a row while the training metric keeps falling.
+
+    With `fast_rise`, also held as soon as the validation metric rises at an
+    evaluation and stands `fast_rise` above the lowest evaluation so far while
+    the training metric, over the interval before this evaluation, is below
+    what it was over the interval before that lowest one: one rise with that
+    much evidence instead of K (a run that overfits is seen about an evaluation
+    interval after it begins; a run whose training loss rose too, such as a
+    data fault, is not divergence).
+    """
     params = resolved(rule.kind, rule.params)
-    k, min_rise = params["evaluations"], params["min_rise"]
+    k, min_rise, fast_rise = params["evaluations"], params["min_rise"], params["fast_rise"]
     training = Series.objects.filter(run=run, metric=params["training"], component="").first()
     state = progress.state or {}
     evals = [tuple(e) for e in state.get("evals", [])]
+    best = state.get("best")  # [step of the evaluation before the lowest one (or None), its step, its value]
     flags = Flags(len(steps), "relative rise of the validation metric")
+
+    def training_median(lo, hi):
+        _, values_, _ = read_points(training, lo + 1, hi)
+        values_ = values_[np.isfinite(values_)]
+        return np.median(values_) if len(values_) else np.nan
+
     for i, (step, value) in enumerate(zip(steps.tolist(), values.tolist())):
         if not np.isfinite(value):
             continue
+        before = evals[-1] if evals else None
         evals = (evals + [(step, value)])[-(k + 2):]
-        if len(evals) < k + 2 or training is None:
+        if training is not None and len(evals) >= k + 2:
+            vals = [v for _, v in evals[1:]]
+            rising = all(b > a for a, b in zip(vals, vals[1:])) and vals[-1] >= vals[0] * (1 + min_rise)
+            # Training loss between the first two and between the last two evaluations of the stretch.
+            if rising and training_median(evals[-2][0], evals[-1][0]) < training_median(evals[0][0], evals[1][0]):
+                flags.held[i] = True
+                flags.magnitude[i] = (vals[-1] - vals[0]) / abs(vals[0]) if vals[0] else np.inf
+        if (fast_rise is not None and training is not None and not flags.held[i] and best is not None
+                and before is not None and step > before[0] and value > before[1]
+                and value >= best[2] * (1 + fast_rise) and best[2] > 0):
+            best_from = best[0] if best[0] is not None else best[1] - (step - before[0])
+            if training_median(before[0], step) < training_median(best_from, best[1]):
+                flags.held[i] = True
+                flags.magnitude[i] = (value - best[2]) / abs(best[2])
+        if best is None or value < best[2]:
+            best = [before[0] if before is not None and before[0] < step else None, step, value]
+    progress.state = {"evals": [list(e) for e in evals], "best": best}
+    return flags
+
+
+# What one step's update can do to a weight norm: |log(‖w′‖/‖w‖)| ≤ −log(1 − r) for update ratio r < 1.
+MAX_UPDATE_RATIO = 0.99
+
+
+def _weight_jump(rule, progress, series, steps, values, attempt):
+    """A component's own weights moved by more than its optimizer could have moved them.
+
+    Between two consecutive samples of its weight norm (w at step p, w′ at step
+    s), the updates of steps p..s−1 can change the norm by at most a factor
+    Π 1/(1 − rᵢ) either way, rᵢ being the update_ratio ‖Δw‖/‖w‖ of step i
+    (triangle inequality). Where the job sends the component's update_ratio, a
+    change of |log(w′/w)| beyond `allowance` × Σ −log(1 − rᵢ) (steps without a
+    sample counted at the mean of those sampled between p and s) is held; where
+    it does not, beyond `width` robust σ above the component's own history of
+    per-step log ratios. Changes under `min_ratio` never are. A weight
+    multiplied or zeroed outside the optimizer is the origin of what follows in
+    the other components, so the alert names it at the step it shows.
+    """
+    params = resolved(rule.kind, rule.params)
+    number, _ = attempt
+    state = progress.state or {}
+    flags = Flags(len(steps), "× change of the weight norm between samples")
+    order = np.argsort(steps, kind="stable")
+    first = int(steps.min())
+    last = state.get("last")  # [step, value, attempt] of the latest sample judged
+    if last is None or last[2] != number or last[0] >= first:
+        # Another attempt, or batches evaluated out of order: the stored sample before this batch's first step.
+        prev_steps, prev_values, _ = read_points(series, max(0, first - 100_000), first - 1)
+        ok = np.flatnonzero(np.isfinite(prev_values))
+        last = [int(prev_steps[ok[-1]]), float(prev_values[ok[-1]]), number] if len(ok) else None
+    rates = list(state.get("rates", []))
+    ratio_series = Series.objects.filter(run_id=series.run_id, metric="update_ratio", component=series.component).first()
+    if ratio_series is not None:
+        lo = first if last is None else last[0]
+        u_steps, u_values, _ = read_points(ratio_series, lo, int(steps.max()))
+        ok = np.isfinite(u_values) & (u_values >= 0)
+        u_steps, u_values = u_steps[ok], np.minimum(u_values[ok], MAX_UPDATE_RATIO)
+    floor = np.log(params["min_ratio"])
+    for i in order.tolist():
+        step, value = int(steps[i]), float(values[i])
+        if not np.isfinite(value):
+            continue  # non-finite weights are the nonfinite rules' to judge
+        if last is None or step <= last[0]:
+            last = [step, value, number]
             continue
-        vals = [v for _, v in evals[1:]]
-        rising = all(b > a for a, b in zip(vals, vals[1:])) and vals[-1] >= vals[0] * (1 + min_rise)
-        if not rising:
-            continue
-        # Training loss between the first two and between the last two evaluations of the stretch.
-        _, early, _ = read_points(training, evals[0][0] + 1, evals[1][0])
-        _, late, _ = read_points(training, evals[-2][0] + 1, evals[-1][0])
-        early, late = early[np.isfinite(early)], late[np.isfinite(late)]
-        if len(early) and len(late) and np.median(late) < np.median(early):
+        gap = step - last[0]
+        jump = abs(float(to_log(np.array([value]))[0] - to_log(np.array([last[1]]))[0]))
+        allowed = None
+        if ratio_series is not None:
+            between = (u_steps >= last[0]) & (u_steps < step)
+            if not between.any():
+                between = (u_steps >= last[0]) & (u_steps <= step)
+            if between.any():
+                allowed = params["allowance"] * gap * float(np.mean(-np.log1p(-u_values[between])))
+        if allowed is None and len(rates) >= params["min_history"]:
+            history = np.array(rates)
+            centre = np.median(history)
+            allowed = gap * (centre + params["width"] * 1.4826 * np.median(np.abs(history - centre)))
+        if allowed is not None and jump > max(floor, allowed):
             flags.held[i] = True
-            flags.magnitude[i] = (vals[-1] - vals[0]) / abs(vals[0]) if vals[0] else np.inf
-    progress.state = {"evals": [list(e) for e in evals]}
+            flags.magnitude[i] = float(np.exp(jump))
+        else:
+            rates = (rates + [jump / gap])[-params["window"]:]  # a jump is kept out of the history it is judged by
+        last = [step, value, number]
+    progress.state = {"last": last, "rates": rates}
     return flags
 
 
@@ -395,6 +469,7 @@ class _Evaluator:
         )
         self.reference_cache = {}
         self.band_judges = {}
+        self.seconds_needed = {}  # rule pk: its persistence_seconds
         self.attempt_starts = {}
         self.touched = set()  # progress rows this batch changed: only these are written back
         self.band_samples = {}
@@ -462,12 +537,21 @@ class _Evaluator:
             )
 
     def persisted(self, rule, progress, step, when) -> bool:
+        """The rule's persistence, and its `persistence_seconds` by the points' own time where it has one."""
         need = rule.persistence
         if "points" in need:
-            return progress.held_points >= need["points"]
-        if "steps" in need:
-            return step - progress.held_since_step + 1 >= need["steps"]
-        return when - progress.held_since_time >= need["seconds"]
+            held = progress.held_points >= need["points"]
+        elif "steps" in need:
+            held = step - progress.held_since_step + 1 >= need["steps"]
+        else:
+            held = when - progress.held_since_time >= need["seconds"]
+        return held and when - progress.held_since_time >= self.persistence_seconds(rule)
+
+    def persistence_seconds(self, rule) -> float:
+        if rule.pk not in self.seconds_needed:
+            params = resolved(rule.kind, rule.params) if rule.kind in (RuleKind.BAND, RuleKind.THRESHOLD) else {}
+            self.seconds_needed[rule.pk] = params.get("persistence_seconds") or 0
+        return self.seconds_needed[rule.pk]
 
     def fire_or_extend(self, rule, component, metric, condition, first_step, step, magnitude, unit):
         alert = self.open_alerts.get((rule.pk, component))
@@ -586,14 +670,21 @@ class _Evaluator:
             return self.band_judges[rule.pk](progress, series, steps, values, info, self.attempt(attempt))
         if rule.kind == RuleKind.ABSENCE:  # its params were validated with the rule's (evaluate_rules)
             return _absence(rule, progress, series, steps, times, self.attempt(attempt))
+        if rule.kind == RuleKind.WEIGHT_JUMP:
+            return _weight_jump(rule, progress, series, steps, values, self.attempt(attempt))
         return _divergence(rule, progress, self.run, steps, values)
 
     def persist_point(self, rule, progress, series, steps, times, flags, i):
         component = series.component
         step = int(steps[i])
+        timed = self.persistence_seconds(rule) > 0
         if flags.held[i]:
             if progress.held_points == 0:
-                progress.held_since_step, progress.held_since_time = step, float(times[i])
+                # With persistence in time, the stretch began when the last clear point came (a point's
+                # time is the end of its step): ten held steps of 3 ms are 30 ms, not 27.
+                since = progress.held_since_time if timed and progress.held_since_time is not None else None
+                progress.held_since_step = step
+                progress.held_since_time = since if since is not None and since <= times[i] else float(times[i])
             progress.held_points += 1
             progress.clear_points = 0
             if self.persisted(rule, progress, step, float(times[i])):
@@ -605,6 +696,8 @@ class _Evaluator:
         else:
             if progress.held_points:
                 progress.held_points = 0
+            if timed:
+                progress.held_since_time = float(times[i])  # where a held stretch after it begins
             if flags.clears is not None and not flags.clears[i]:
                 return
             progress.clear_points += 1

@@ -17,6 +17,7 @@ class RuleKind(models.TextChoices):
     ABSENCE = "absence"
     EVENT = "event"
     DIVERGENCE = "divergence"
+    WEIGHT_JUMP = "weight_jump"
 
 
 class PermittedResponse(models.TextChoices):

@@ -118,6 +118,11 @@ def _what(value) -> str:
 
 
 STEPS = {"type": WHOLE, "minimum": 0, "maximum": MAX_STEP}
+# Persistence in time, as well as in points: a stall of seconds fires, a dip of a few ms steps does not.
+PERSISTENCE_SECONDS = Param(
+    "persistence_seconds", NUMBER, "the condition must also have held this many seconds, by the points' own "
+    "`time` (from the first held point to the current one), before the rule fires", default=0, minimum=0,
+    maximum=MAX_SECONDS)
 
 KIND_PARAMS: dict[str, tuple[Param, ...]] = {
     "nonfinite": (),
@@ -125,6 +130,7 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("above", NUMBER, "held while a value is above it"),
         Param("below", NUMBER, "held while a value is below it; with `above`, less than it"),
         Param("settle_steps", meaning="steps of each phase not judged", default=0, **STEPS),
+        PERSISTENCE_SECONDS,
     ),
     "band": (
         Param("direction", CHOICE, "which side of the band is held", default="both", choices=("above", "below", "both")),
@@ -140,6 +146,13 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("reference_window", meaning="steps either side pooled from reference runs", default=50, **STEPS),
         Param("adapt_after", WHOLE, "points in a row outside the band after which the new level is the baseline",
               default=lambda p: 2 * p["window"], minimum=1, maximum=MAX_STEP, default_text="2 × window"),
+        Param("scale", CHOICE, "linear: level ± width × σ; ratio (positive metrics: rates, norms, losses, times): "
+              "judged on log(value), the band a ratio to the level whose lower edge is never ≤ 0, and rel_floor "
+              "the least σ in log units", default="linear", choices=("linear", "ratio")),
+        Param("max_ratio", NUMBER, "ratio bands: the band's edges are at most this ratio above and below the level, "
+              "so a noisy metric still has a band a large drop or rise crosses", minimum=1, above_minimum=True,
+              default=lambda p: 4.0 if p["scale"] == "ratio" else None, default_text="4 for ratio bands"),
+        PERSISTENCE_SECONDS,
     ),
     "absence": (
         Param("missing_steps", meaning="held when more than this many steps are missing in a row", **STEPS),
@@ -154,6 +167,21 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("evaluations", WHOLE, "K: evaluations in a row the validation metric rose at", default=3,
               minimum=1, maximum=MAX_EVALUATIONS),
         Param("min_rise", NUMBER, "the least relative rise over those evaluations", default=0.01, minimum=0),
+        Param("fast_rise", NUMBER, "also held, before K rises, once the validation metric has risen at two "
+              "evaluations in a row and stands this share above its lowest evaluation while the training metric "
+              "fell over the same evaluations (unset: only the K rises)", minimum=0, above_minimum=True),
+    ),
+    "weight_jump": (
+        Param("allowance", NUMBER, "held when a component's weight norm changed between two consecutive samples by "
+              "more than this many times what its update_ratio allows (the sum over the steps between them), in log "
+              "terms", default=3.0, minimum=0, above_minimum=True),
+        Param("min_ratio", NUMBER, "changes of the weight norm by less than this ratio (either way) are never held",
+              default=1.25, minimum=1, above_minimum=True),
+        Param("width", NUMBER, "without update_ratio: held beyond this many robust σ above the component's own "
+              "history of per-step log ratios", default=10.0, minimum=0, above_minimum=True),
+        Param("window", WHOLE, "without update_ratio: ratios of history kept", default=100, minimum=2, maximum=MAX_WINDOW),
+        Param("min_history", WHOLE, "without update_ratio: ratios of history before anything is judged; at most "
+              "`window`", default=20, minimum=2, maximum=MAX_WINDOW),
     ),
 }
 # What a kind needs beyond each param on its own: (check over the valid params, the key the message goes on, message).
@@ -166,6 +194,11 @@ _TOGETHER: dict[str, tuple[tuple[Callable[[dict], bool], str, str], ...]] = {
     ),
     "band": (
         (lambda p: p["min_history"] <= p["window"], "min_history", "min_history must be at most window"),
+        (lambda p: p["max_ratio"] is None or p["scale"] == "ratio", "max_ratio",
+         'max_ratio applies to ratio bands only (scale "ratio")'),
+    ),
+    "weight_jump": (
+        (lambda p: p["min_history"] <= p["window"], "min_history", "min_history must be at most window"),
     ),
     "absence": (
         (lambda p: p.get("missing_steps") is not None or p.get("seconds") is not None, "missing_steps",
@@ -176,6 +209,8 @@ NOTES = {
     "nonfinite": "no params: held on a NaN or ±Infinity point.",
     "event": "the scope names the event conditions.",
     "divergence": "the scope names the validation metric.",
+    "weight_jump": "the scope names the weight norm metric (weight_norm) and the components; update_ratio of the same "
+                   "component is read where the job sends it.",
 }
 
 

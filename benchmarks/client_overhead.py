@@ -33,8 +33,8 @@ block mean divided by the mean of the two baselines' block means of the same rou
 carries a few percent of its own, from where its tensors happen to live), with the range over the
 rounds; the second baseline's paired ratio is against the first, the A/A noise floor.
 The targets (log-only <= 1.01, health/10 <= 1.03, health/1 <= 1.10) are judged on the paired ratio:
-with health every 10 steps nine steps in ten do no health work at all, so the median step would hide
-it, and a send that costs one step a few ms shows in a mean, not in a median; pairing each block with
+with health every 10 steps nine steps in ten do only the per-step weight check (two norms of every
+parameter tensor around the optimizer step), so the median step would hide the health step, and a send that costs one step a few ms shows in a mean, not in a median; pairing each block with
 the baseline's block of the same round (a few seconds apart) cancels the load of other processes on a
 shared machine that comes and goes over minutes, and the median over rounds keeps one disturbed round
 from deciding.

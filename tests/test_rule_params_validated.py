@@ -49,6 +49,15 @@ BAD = [
     ("divergence", {"training": ""}, "training"),
     ("divergence", {"min_rise": "a lot"}, "min_rise"),
     ("nonfinite", {"width": 6}, "width"),
+    ("band", {"scale": "log"}, "scale"),
+    ("band", {"max_ratio": 3}, "max_ratio"),  # a cap on a ratio band, given to a linear one
+    ("band", {"scale": "ratio", "max_ratio": 1}, "max_ratio"),
+    ("band", {"persistence_seconds": -1}, "persistence_seconds"),
+    ("threshold", {"above": 1, "persistence_seconds": "30 s"}, "persistence_seconds"),
+    ("weight_jump", {"min_ratio": 1}, "min_ratio"),
+    ("weight_jump", {"allowance": 0}, "allowance"),
+    ("weight_jump", {"window": 10, "min_history": 20}, "min_history"),
+    ("divergence", {"fast_rise": 0}, "fast_rise"),
 ]
 IDS = [f"{kind}-{key}-{json.dumps(params)}" for kind, params, key in BAD]
 

@@ -100,6 +100,18 @@ def main():
         head = f"{rid:34s} {label['split']:7s} {path.stat().st_size / 1024:5.0f} KiB {len(lines):6d} lines {points:6d} points {requests} req, last step {last_step}"
         if back_in_time:
             failures.append(f"{rid}: time goes backwards {back_in_time} times")
+        for inc in label["incidents"]:
+            # Every label names its kind, origin ("" = run-level) and window.
+            missing = [k for k in ("kind", "origin", "window", "start_step") if k not in inc]
+            if missing:
+                failures.append(f"{rid}: incident without {missing}")
+            elif inc["origin"] != (inc.get("component") or "") or inc["window"][0] != inc["start_step"]:
+                failures.append(f"{rid}: origin/window disagree with component/start_step")
+        if label.get("kind") == "nan_loss_recover":
+            bad = sorted({l["step"] for l in lines if l.get("type") == "point" and isinstance(l["value"], str)})
+            s0 = label["incidents"][0]["start_step"]
+            if bad != [s0]:
+                failures.append(f"{rid}: non-finite values at steps {bad}, expected only {s0}")
         if not label["incidents"]:
             print(head + f", non-finite {nonfinite}")
             if nonfinite:

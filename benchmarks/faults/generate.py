@@ -2,7 +2,9 @@
 """Generate the labelled fault corpus: small real training runs on CPU with injected faults.
 
     .venv/bin/pip install -e '.[faults]'                  # torch==2.13.0 (CPU)
-    .venv/bin/python benchmarks/faults/generate.py        # all 40 runs -> benchmarks/faults/corpus/
+    .venv/bin/python benchmarks/faults/generate.py        # all 74 runs -> benchmarks/faults/corpus/
+    .venv/bin/python benchmarks/faults/generate.py --set extended   # the 34 runs of issue 11 (MLP, CNN, transformer)
+    .venv/bin/python benchmarks/faults/generate.py --merge /tmp/a /tmp/b   # runs made with --out elsewhere
     .venv/bin/python benchmarks/faults/generate.py --only lr_spike --seeds 0 1 --out /tmp/c
     .venv/bin/python benchmarks/faults/generate.py --only benign --seeds 4
 
@@ -15,7 +17,13 @@ points `loss`, `lr`, `throughput`, `grad_norm` and, for each of the six componen
 `blocks.0.attn`, `blocks.0.mlp`, `blocks.1.attn`, `blocks.1.mlp`, `head`, the points
 `grad_norm`, `weight_norm`, `update_ratio`, `act_norm`, `dead_fraction`; `val_loss` at evals.
 
-Fault runs (8 kinds) inject one fault at a step drawn from the seed in 250..550; benign runs
+The extended set (EXT_RUNS) adds an MLP and a causal CNN beside the transformer, six fault kinds
+(stall on a noisy fast model, weight jump, one NaN weight, label onset, a NaN loss that recovers,
+validation divergence with evals every 100 steps) and noisy benign runs with short throughput
+dips; its step times are measured plus simulated shared-machine delays, rescaled to an idle
+core's step (see NOMINAL_STEP_S and IDLE_STEP_S).
+
+Original fault runs (8 kinds) inject one fault at a step drawn from the seed in 250..550; benign runs
 exercise warmup, evals, checkpoints, cosine LR decay, a data refresh and a restart from a
 checkpoint with replayed steps. labels.json says what was injected where. Training values are a
 deterministic function of (kind, seed) on a given torch build and Python standard library;
@@ -76,7 +84,31 @@ FAULT_KINDS = [
     "overfit_divergence",
     "dataloader_stall",
 ]
-KINDS = FAULT_KINDS + ["benign"]
+# The extended set (issue 11): MLP, CNN and transformer runs with emulated shared-machine
+# throughput noise, one run family per seed (EXT_RUNS), each class with its own seeds.
+EXT_FAULT_KINDS = [
+    "stall_noisy",       # class 1: a data-loader stall (~60x slower steps for 130 steps) on a noisy fast model
+    "weight_jump",       # class 2: a component's weights x20 between two steps, outside the optimizer
+    "nan_weight",        # class 3: one NaN written into one weight
+    "label_onset",       # class 3: a label-corruption onset
+    "nan_loss_recover",  # class 4: one NaN loss (the step is skipped), then finite points
+    "val_divergence",    # class 5: validation divergence, evaluations every 100 steps
+]
+KINDS = FAULT_KINDS + ["benign"] + EXT_FAULT_KINDS + ["benign_noisy"]
+BENIGN_KINDS = ("benign", "benign_noisy")
+# kind -> per seed: (model family, faulty component or "" for a run-level fault). Seeds below half
+# the count are the tune half, the rest held out.
+EXT_RUNS = {
+    "stall_noisy": [("mlp", ""), ("cnn", ""), ("mlp", ""), ("cnn", "")],
+    "weight_jump": [("mlp", "fc2"), ("cnn", "conv.1"), ("transformer", "blocks.1.mlp"),
+                    ("mlp", "fc1"), ("cnn", "conv.2"), ("transformer", "blocks.0.attn")],
+    "nan_weight": [("mlp", "fc1"), ("cnn", "conv.0"), ("cnn", "conv.2"), ("mlp", "head")],
+    "label_onset": [("mlp", ""), ("cnn", ""), ("cnn", ""), ("mlp", "")],
+    "nan_loss_recover": [("mlp", ""), ("cnn", ""), ("cnn", ""), ("mlp", "")],
+    "val_divergence": [("mlp", ""), ("cnn", ""), ("cnn", ""), ("mlp", "")],
+    "benign_noisy": [("mlp", ""), ("cnn", ""), ("mlp", ""), ("transformer", ""),
+                     ("cnn", ""), ("mlp", ""), ("cnn", ""), ("transformer", "")],
+}
 # The faulty component by seed (seed % 4); run-level faults have none.
 FAULT_COMPONENTS = {
     "nan_weights": ["blocks.0.attn", "head", "blocks.1.mlp", "embed"],
@@ -85,6 +117,12 @@ FAULT_COMPONENTS = {
     "frozen_layer": ["blocks.1.mlp", "embed", "blocks.0.attn", "head"],
 }
 FAULT_LAYER_METRICS = {
+    "stall_noisy": ["throughput"],
+    "weight_jump": ["weight_norm", "update_ratio", "act_norm", "grad_norm", "loss"],
+    "nan_weight": ["weight_norm", "act_norm", "loss", "grad_norm"],
+    "label_onset": ["loss", "grad_norm", "val_loss"],
+    "nan_loss_recover": ["loss"],
+    "val_divergence": ["val_loss", "loss"],
     "lr_spike": ["lr", "loss", "grad_norm"],
     "nan_weights": ["weight_norm", "act_norm", "loss", "grad_norm"],
     "component_blowup": ["grad_norm", "update_ratio"],
@@ -101,9 +139,43 @@ OVERFIT_WINDOWS = 32  # the fixed training subset of an overfit_divergence run, 
 OVERFIT_EVAL_EVERY = 25
 BLOWUP_GROWTH = 1.25  # component_blowup: gradient multiplier growth per step ...
 BLOWUP_CAP = 1e6  # ... up to this factor, where it stays (float32 Adam state stays finite)
+# Extended set. Each step's time is the measured wall time plus a simulated delay (added to `time`
+# and to the step's duration for `throughput`, not slept, so a 60x stall does not cost minutes of
+# generation): a seeded shared-machine delay of nominal x min(Exp(mean NOISE_MEAN), NOISE_CAP) every
+# step, the benign dips' (f - 1) x nominal, and the stall's (EXT_STALL_FACTOR - 1) x nominal.
+# `nominal` is the run's own median measured step over steps 2-21 (NOMINAL_STEPS), so the ratios
+# hold whatever the machine's load; NOMINAL_STEP_S stands in for it before step 21 (the 1st-21st
+# steps get the noise only, no dip or stall can fall there).
+NOMINAL_STEP_S = {"mlp": 0.003, "cnn": 0.004, "transformer": 0.02}
+NOMINAL_STEPS = (2, 21)
+# Then the run's clock is rescaled (`rescale_time`) so that its nominal step becomes the family's
+# step on an idle core: on a loaded shared machine the measured step of the MLP was 15-110 ms
+# instead of about 1 ms, which would turn a stall of seconds into one of minutes. Every duration
+# (measured part and simulated part alike) is multiplied by IDLE_STEP_S / nominal, so all ratios
+# stay as generated. MLP 0.8 ms = 20,000 samples/s at batch 16 (the issue's MLP); transformer
+# 15 ms = the original set's measured median (about 1,050 samples/s).
+IDLE_STEP_S = {"mlp": 0.0008, "cnn": 0.0025, "transformer": 0.015}
+NOISE_MEAN = 0.6
+NOISE_CAP = 3.0
+EXT_STALL_STEPS = 130
+EXT_STALL_FACTOR = 60  # the stall's data-loading sleep is (60 - 1) nominal steps
+DIPS = 3  # benign_noisy: three dips of DIP_STEPS steps, each step (2..6) nominal steps slower
+DIP_STEPS = 10
+WEIGHT_JUMP = 20.0
+
+
+def family_of(kind: str, seed: int) -> str:
+    runs = EXT_RUNS.get(kind)
+    return runs[seed % len(runs)][0] if runs else "transformer"
+
+
+def ext_seeds(kind: str) -> range:
+    return range(len(EXT_RUNS[kind]))
 
 
 def split_of(kind: str, seed: int) -> str:
+    if kind in EXT_RUNS:
+        return "tune" if seed < len(EXT_RUNS[kind]) // 2 else "heldout"
     if kind == "benign":
         return "tune" if seed <= 3 else "heldout"
     return "tune" if seed <= 1 else "heldout"
@@ -169,8 +241,8 @@ class Corpus:
         self.val = [(x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH]) for i in range(EVAL_BATCHES)]
 
     @staticmethod
-    def windows(data: np.ndarray, offsets: np.ndarray):
-        idx = offsets[:, None] + np.arange(SEQ + 1)[None, :]
+    def windows(data: np.ndarray, offsets: np.ndarray, seq: int = SEQ):
+        idx = offsets[:, None] + np.arange(seq + 1)[None, :]
         chunk = torch.from_numpy(data[idx])
         return chunk[:, :-1].contiguous(), chunk[:, 1:].contiguous()
 
@@ -248,17 +320,102 @@ class Model(nn.Module):
         return self.head(x)
 
 
+class Dense(nn.Module):
+    """Linear + ReLU; with `context` > 1 it first concatenates each token's last `context` embeddings
+    (zero-padded at the window's start), so the MLP predicts the next character from them."""
+
+    def __init__(self, d_in: int, d_out: int, context: int = 1):
+        super().__init__()
+        self.context = context
+        self.lin = nn.Linear(d_in * context, d_out)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        if self.context > 1:
+            b, t, d = x.shape
+            padded = F.pad(x, (0, 0, self.context - 1, 0))
+            x = padded.unfold(1, self.context, 1).transpose(2, 3).reshape(b, t, self.context * d)
+        return self.act(self.lin(x))
+
+
+MLP_EMBED, MLP_CONTEXT, MLP_HIDDEN = 16, 8, 128
+
+
+class MLPNet(nn.Module):
+    """A next-character MLP: embed (97 x 16), fc1 (8 x 16 -> 128, ReLU), fc2 (128 -> 128, ReLU), head (128 -> 97)."""
+
+    COMPONENTS = ["embed", "fc1", "fc2", "head"]
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, MLP_EMBED)
+        self.fc1 = Dense(MLP_EMBED, MLP_HIDDEN, MLP_CONTEXT)
+        self.fc2 = Dense(MLP_HIDDEN, MLP_HIDDEN)
+        self.head = nn.Linear(MLP_HIDDEN, VOCAB)
+
+    def forward(self, idx):
+        return self.head(self.fc2(self.fc1(self.embed(idx))))
+
+
+class CausalConv(nn.Module):
+    """Conv1d over time, left-padded so a position sees only itself and earlier ones, then ReLU; residual when shapes agree."""
+
+    def __init__(self, channels: int, kernel: int, dilation: int, residual: bool):
+        super().__init__()
+        self.pad = (kernel - 1) * dilation
+        self.residual = residual
+        self.conv = nn.Conv1d(channels, channels, kernel, dilation=dilation)
+        self.act = nn.ReLU()
+
+    def forward(self, x):  # x: batch, time, channels
+        y = self.act(self.conv(F.pad(x.transpose(1, 2), (self.pad, 0))).transpose(1, 2))
+        return x + y if self.residual else y
+
+
+CNN_CHANNELS, CNN_KERNEL = 48, 4
+
+
+class CNNNet(nn.Module):
+    """A causal 1-D CNN over characters: embed (97 x 48), conv.0-2 (kernel 4, dilation 1/2/4, ReLU; 1-2 residual), head (48 -> 97)."""
+
+    COMPONENTS = ["embed", "conv.0", "conv.1", "conv.2", "head"]
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, CNN_CHANNELS)
+        self.conv = nn.ModuleList(CausalConv(CNN_CHANNELS, CNN_KERNEL, 2 ** i, residual=i > 0) for i in range(3))
+        self.head = nn.Linear(CNN_CHANNELS, VOCAB)
+
+    def forward(self, idx):
+        x = self.embed(idx)
+        for layer in self.conv:
+            x = layer(x)
+        return self.head(x)
+
+
+FAMILIES = {
+    # family: model, component names, training window length, description (the run line's config)
+    "transformer": (Model, COMPONENTS, SEQ, f"pre-LN char transformer, {LAYERS} blocks, d_model {D_MODEL}, {HEADS} heads, mlp {HIDDEN}, vocab {VOCAB}"),
+    "mlp": (MLPNet, MLPNet.COMPONENTS, 32, f"next-char MLP, context {MLP_CONTEXT} x embed {MLP_EMBED}, hidden {MLP_HIDDEN} x 2 (ReLU), vocab {VOCAB}"),
+    "cnn": (CNNNet, CNNNet.COMPONENTS, 32, f"causal char CNN, 3 conv layers ({CNN_CHANNELS} channels, kernel {CNN_KERNEL}, dilation 1/2/4), vocab {VOCAB}"),
+}
+
+
 class Probe:
     """Forward hooks: per component, the mean L2 norm of its output vectors and the share of its
     output units that are dead for the whole batch (MLP: hidden ReLU units <= 0; others: |x| < 1e-6)."""
 
-    def __init__(self, model: Model):
+    def __init__(self, model: nn.Module, names: list[str] = COMPONENTS):
         self.out = {}
         self.active = False
+        self.names = names
         modules = dict(model.named_modules())
-        for name in COMPONENTS:
+        # A component with a ReLU called `act` (the transformer's MLPs, the MLP's and CNN's hidden
+        # layers) is judged by its hidden units; the others by their output features.
+        self.relu = {name for name in names if isinstance(getattr(modules[name], "act", None), nn.ReLU)}
+        for name in names:
             modules[name].register_forward_hook(self._hook(name, "act"))
-            if name.endswith(".mlp"):
+            if name in self.relu:
                 modules[name].act.register_forward_hook(self._hook(name, "relu"))
 
     def _hook(self, name, what):
@@ -269,24 +426,24 @@ class Probe:
 
     def read(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         norms, dead = [], []
-        for name in COMPONENTS:
+        for name in self.names:
             out = self.out[(name, "act")]
             norms.append(torch.linalg.vector_norm(out, dim=-1).mean())
-            if name.endswith(".mlp"):
+            if name in self.relu:
                 dead.append((self.out[(name, "relu")] <= 0).all(dim=1).all(dim=0).float().mean())
             else:
                 dead.append((out.abs() < 1e-6).all(dim=1).all(dim=0).float().mean())
         return norms, dead
 
 
-def component_params(model: Model) -> dict[str, list[nn.Parameter]]:
+def component_params(model: nn.Module, names: list[str] = COMPONENTS) -> dict[str, list[nn.Parameter]]:
     modules = dict(model.named_modules())
-    return {name: list(modules[name].parameters()) for name in COMPONENTS}
+    return {name: list(modules[name].parameters()) for name in names}
 
 
-def make_optimizer(model: Model) -> torch.optim.AdamW:
+def make_optimizer(model: nn.Module, names: list[str] = COMPONENTS) -> torch.optim.AdamW:
     groups = []
-    for name, params in component_params(model).items():
+    for name, params in component_params(model, names).items():
         decay = [p for p in params if p.dim() >= 2]
         plain = [p for p in params if p.dim() < 2]
         groups.append({"params": decay, "weight_decay": WEIGHT_DECAY, "component": name, "lr_mult": 1.0})
@@ -346,7 +503,29 @@ class Plan:
         self.restart = self.refresh = None
         self.checkpoints = set(CHECKPOINTS)
         self.last_step = STEPS
-        if kind != "benign":
+        self.family = family_of(kind, seed)
+        self.ext = kind in EXT_RUNS
+        self.dips: list[tuple[int, float]] = []  # (first step, slowdown factor) of each benign dip
+        if self.ext and kind not in BENIGN_KINDS:
+            # Its own generator (the original kinds' draws are left as they were).
+            self.start = int(rng.integers(250, 501 if kind == "stall_noisy" else 551))
+            self.component = EXT_RUNS[kind][seed % len(EXT_RUNS[kind])][1]
+            if kind == "stall_noisy":
+                self.end = self.start + EXT_STALL_STEPS - 1
+                self.params = {"slowdown": EXT_STALL_FACTOR, "steps": EXT_STALL_STEPS}
+            elif kind == "weight_jump":
+                self.params = {"factor": WEIGHT_JUMP, "what": "every parameter tensor of the component with 2 or more dimensions (its weight matrices/kernels; not biases or LayerNorm gains)"}
+            elif kind == "nan_weight":
+                self.last_step = self.start + NAN_TAIL - 1
+            elif kind == "label_onset":
+                self.params = {"fraction": round(float(rng.uniform(0.5, 1.0)), 2)}
+            elif kind == "nan_loss_recover":
+                self.end = self.start
+                self.params = {"how": "one sample of the batch carries a NaN loss weight; the loop's non-finite guard skips backward and the update at that step (as AMP's GradScaler does) and training goes on"}
+            elif kind == "val_divergence":
+                self.params = {"windows": OVERFIT_WINDOWS, "eval_every": EVAL_EVERY,
+                               "first_eval_step": (self.start + EVAL_EVERY - 1) // EVAL_EVERY * EVAL_EVERY}
+        elif kind not in BENIGN_KINDS:
             self.start = int(rng.integers(250, 551))
             if kind in FAULT_COMPONENTS:
                 options = FAULT_COMPONENTS[kind]
@@ -384,6 +563,17 @@ class Plan:
                 if not blocked.intersection(range(r, r + 11)):
                     break
             self.refresh = r
+            if kind == "benign_noisy":
+                # Three short dips of 2-6x slower steps (another job's burst on a shared machine),
+                # away from the restart, the refresh and each other.
+                blocked |= set(range(r - 5, r + 16))
+                while len(self.dips) < DIPS:
+                    d = int(rng.integers(60, STEPS - DIP_STEPS - 5))
+                    f = round(float(rng.uniform(2.0, 6.0)), 2)
+                    if not blocked.intersection(range(d - 5, d + DIP_STEPS + 5)):
+                        self.dips.append((d, f))
+                        blocked |= set(range(d - 20, d + DIP_STEPS + 20))
+                self.dips.sort()
         self.evals = set(range(EVAL_EVERY, STEPS + 1, EVAL_EVERY))
         if kind == "overfit_divergence":
             self.evals |= {e for e in range(OVERFIT_EVAL_EVERY, STEPS + 1, OVERFIT_EVAL_EVERY) if e >= self.start}
@@ -421,28 +611,34 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
     rid = run_id(kind, seed)
     torch.manual_seed(seed)
     np.random.seed(seed)
-    model = Model()
-    opt = make_optimizer(model)
-    probe = Probe(model)
-    cparams = component_params(model)
+    build, names, seq, description = FAMILIES[plan.family]
+    plan.components = names
+    model = build()
+    opt = make_optimizer(model, names)
+    probe = Probe(model, names)
+    cparams = component_params(model, names)
     all_params = [p for p in model.parameters()]
+    # Shared-machine noise of the extended set: its own seeded generator, so training values do not depend on it.
+    noise_rng = np.random.default_rng([seed, KINDS.index(kind), 7]) if plan.ext else None
+    nominal = NOMINAL_STEP_S[plan.family]  # until the run has measured its own (steps NOMINAL_STEPS)
+    measured: list[float] = []
     data_gen = torch.Generator().manual_seed(1000 + seed)
     fault_gen = torch.Generator().manual_seed(2000 + seed)
     shard = "A"
 
     w = Writer(rid)
     config = {
-        "model": f"pre-LN char transformer, {LAYERS} blocks, d_model {D_MODEL}, {HEADS} heads, mlp {HIDDEN}, vocab {VOCAB}",
+        "model": description,
         "params": sum(p.numel() for p in all_params),
         "optimizer": "AdamW", "lr": PEAK_LR, "min_lr": MIN_LR, "warmup_steps": WARMUP, "schedule": "linear warmup, cosine decay",
         "betas": list(BETAS), "weight_decay": WEIGHT_DECAY, "grad_clip": None,
-        "batch_size": BATCH, "seq_len": SEQ, "seed": seed,
+        "batch_size": BATCH, "seq_len": seq, "seed": seed,
         "data": f"CPython {corpus.python} standard library .py files (sha256 {corpus.sha256[:16]})",
         "torch": torch.__version__, "threads": 1,
     }
     w.run_line({
         "id": rid,
-        "name": f"faults corpus: {kind}, seed {seed} (char transformer on the Python stdlib, CPU)",
+        "name": f"faults corpus: {kind}, seed {seed} ({plan.family if plan.ext else 'char transformer'} on the Python stdlib, CPU)",
         "tags": {"corpus": "faults", "kind": kind, "seed": str(seed), "split": split_of(kind, seed)},
         "config": config,
         "budget": {"steps": STEPS},
@@ -454,7 +650,7 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
     overfit_cursor = 0
     replay_start = None
     crashed = False
-    history = {"replay_loss": {}, "loss": {}, "val_loss": {}, "throughput": {}, "lr": {}, "grad_norm": {}, "comp": {}}
+    history = {"replay_loss": {}, "loss": {}, "val_loss": {}, "throughput": {}, "lr": {}, "grad_norm": {}, "comp": {}, "clock": {}}
     val_log = []
 
     def evaluate() -> float:
@@ -482,16 +678,16 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
 
         # ---- data
         data = corpus.shards[shard]
-        offsets = torch.randint(0, len(data) - SEQ - 2, (BATCH,), generator=data_gen).numpy()
-        x, y = Corpus.windows(data, offsets)
-        if kind == "overfit_divergence" and step >= plan.start:
+        offsets = torch.randint(0, len(data) - seq - 2, (BATCH,), generator=data_gen).numpy()
+        x, y = Corpus.windows(data, offsets, seq)
+        if kind in ("overfit_divergence", "val_divergence") and step >= plan.start:
             if overfit_x is None:
-                sub = torch.randint(0, len(data) - SEQ - 2, (OVERFIT_WINDOWS,), generator=fault_gen).numpy()
-                overfit_x, overfit_y = Corpus.windows(data, sub)
+                sub = torch.randint(0, len(data) - seq - 2, (OVERFIT_WINDOWS,), generator=fault_gen).numpy()
+                overfit_x, overfit_y = Corpus.windows(data, sub, seq)
             sel = [(overfit_cursor + i) % OVERFIT_WINDOWS for i in range(BATCH)]
             overfit_cursor = (overfit_cursor + BATCH) % OVERFIT_WINDOWS
             x, y = overfit_x[sel], overfit_y[sel]
-        if kind == "label_corruption" and step >= plan.start:
+        if kind in ("label_corruption", "label_onset") and step >= plan.start:
             flat = y.reshape(-1).clone()
             n = flat.numel()
             chosen = torch.randperm(n, generator=fault_gen)[: int(round(plan.params["fraction"] * n))]
@@ -499,6 +695,16 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
             y = flat.view_as(y)
         if kind == "dataloader_stall" and plan.start <= step <= plan.end:
             time.sleep(STALL_SLEEP)
+        extra = 0.0
+        if plan.ext:
+            # Other jobs on a shared machine: a seeded extra delay every step, a slow dip now and then,
+            # and the stall; in multiples of this run's own measured step time (see NOMINAL_STEPS).
+            extra = nominal * min(float(noise_rng.exponential(NOISE_MEAN)), NOISE_CAP)
+            for d, f in plan.dips:
+                if d <= step < d + DIP_STEPS:
+                    extra += (f - 1.0) * nominal
+            if kind == "stall_noisy" and plan.start <= step <= plan.end:
+                extra += (EXT_STALL_FACTOR - 1) * nominal
 
         # ---- injections before the forward pass
         lr = scheduled_lr(step)
@@ -537,6 +743,24 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
                     if state:
                         state["exp_avg"].zero_()
                         state["exp_avg_sq"].zero_()
+            elif kind == "weight_jump":
+                # Outside the optimizer, between step s-1's update and step s's forward pass (a bad
+                # checkpoint merge, a scaling bug in a hand-written re-init): the weights x20.
+                with torch.no_grad():
+                    scaled = [n for n, p in comp_mods[plan.component].named_parameters() if p.dim() >= 2]
+                    for p in cparams[plan.component]:
+                        if p.dim() >= 2:
+                            p.mul_(WEIGHT_JUMP)
+                plan.params = {**plan.params, "tensors": [f"{plan.component}.{n}" for n in scaled]}
+            elif kind == "nan_weight":
+                with torch.no_grad():
+                    named = [(n, p) for n, p in comp_mods[plan.component].named_parameters() if p.dim() >= 2]
+                    name, target = named[0]
+                    index = [int(torch.randint(0, size, (1,), generator=fault_gen)) for size in target.shape]
+                    if plan.component == "embed":
+                        index[0] = 1  # the space character's row, so the NaN is in every batch's forward pass
+                    target[tuple(index)] = float("nan")
+                plan.params = {**plan.params, "tensor": f"{plan.component}.{name}", "index": index}
             elif kind == "frozen_layer":
                 for g in opt.param_groups:
                     if g["component"] == plan.component:
@@ -549,9 +773,20 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
         probe.active = True
         logits = model(x)
         probe.active = False
-        loss = F.cross_entropy(logits.view(-1, VOCAB), y.reshape(-1))
+        skipped = kind == "nan_loss_recover" and step == plan.start
+        if skipped:
+            # One corrupt sample: its loss weight is NaN, so the batch loss is NaN.
+            per_sample = F.cross_entropy(logits.view(-1, VOCAB), y.reshape(-1), reduction="none").view(y.shape).mean(dim=1)
+            weights = torch.ones_like(per_sample)
+            bad = int(torch.randint(0, len(weights), (1,), generator=fault_gen))
+            weights[bad] = float("nan")
+            plan.params = {**plan.params, "sample": bad}
+            loss = (per_sample * weights).mean()
+        else:
+            loss = F.cross_entropy(logits.view(-1, VOCAB), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if not skipped:  # the loop's non-finite guard: no backward, no update at this step
+            loss.backward()
         if kind == "component_blowup" and step >= plan.start:
             mult = min(BLOWUP_GROWTH ** (step - plan.start + 1), BLOWUP_CAP)
             for p in cparams[plan.component]:
@@ -560,24 +795,28 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
 
         with torch.no_grad():
             act_norms, dead = probe.read()
-            before = [torch.cat([p.detach().reshape(-1) for p in cparams[n]]) for n in COMPONENTS]
+            before = [torch.cat([p.detach().reshape(-1) for p in cparams[n]]) for n in names]
             grad_sq = []
-            for n in COMPONENTS:
+            for n in names:
                 gs = [p.grad.reshape(-1) for p in cparams[n] if p.grad is not None]
                 grad_sq.append(torch.cat(gs).double().square().sum() if gs else torch.zeros((), dtype=torch.float64))
-        opt.step()
+        if not skipped:
+            opt.step()
         with torch.no_grad():
-            after = [torch.cat([p.detach().reshape(-1) for p in cparams[n]]) for n in COMPONENTS]
+            after = [torch.cat([p.detach().reshape(-1) for p in cparams[n]]) for n in names]
             w_norms = [torch.linalg.vector_norm(b) for b in before]  # the weights this step's forward pass used
             upd = [torch.linalg.vector_norm(a - b) / wn for a, b, wn in zip(after, before, w_norms)]
             stats = torch.stack([x.double() for x in (loss.detach(), torch.stack(grad_sq).sum().sqrt(), *[g.sqrt() for g in grad_sq],
                                  *w_norms, *upd, *act_norms, *dead)]).tolist()
         loss_v, gnorm = stats[0], stats[1]
-        k = len(COMPONENTS)
+        k = len(names)
         comp_vals = {
             "grad_norm": stats[2:2 + k], "weight_norm": stats[2 + k:2 + 2 * k], "update_ratio": stats[2 + 2 * k:2 + 3 * k],
             "act_norm": stats[2 + 3 * k:2 + 4 * k], "dead_fraction": stats[2 + 4 * k:2 + 5 * k],
         }
+        if skipped:  # no gradients were computed and nothing was updated: those points are not sent
+            gnorm = None
+            comp_vals["grad_norm"] = comp_vals["update_ratio"] = [None] * k
 
         val = None
         if step in plan.evals:
@@ -588,16 +827,24 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
         now = time.perf_counter()
         elapsed = now - wall_prev
         wall_prev = now
+        if plan.ext:
+            measured.append(elapsed)
+            if len(measured) == NOMINAL_STEPS[1]:
+                nominal = float(np.median(measured[NOMINAL_STEPS[0] - 1:]))
+                plan.params = {**plan.params, "nominal_step_s": round(nominal, 6)}
+        elapsed += extra  # the extended set's simulated delays (not slept: see NOMINAL_STEP_S)
         clock += elapsed
         t = "%.3f" % clock
         throughput = BATCH / elapsed
         w.point(step, "loss", loss_v, t)
         w.point(step, "lr", lr, t)
         w.point(step, "throughput", throughput, t)
-        w.point(step, "grad_norm", gnorm, t)
+        if gnorm is not None:
+            w.point(step, "grad_norm", gnorm, t)
         for metric in COMPONENT_METRICS:
-            for name, v in zip(COMPONENTS, comp_vals[metric]):
-                w.point(step, metric, v, t, name)
+            for name, v in zip(names, comp_vals[metric]):
+                if v is not None:
+                    w.point(step, metric, v, t, name)
         if val is not None:
             w.point(step, "val_loss", val, t)
             val_log.append((step, val))
@@ -607,6 +854,7 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
             history["loss"][step] = loss_v
             history["lr"][step] = lr
             history["throughput"][step] = throughput
+            history["clock"][step] = clock
             history["grad_norm"][step] = gnorm
             history["comp"][step] = comp_vals
             if val is not None:
@@ -630,7 +878,14 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
             continue
         step += 1
     tmp.cleanup()
-    return w.text(), plan.__dict__ | {"rid": rid}, history
+    text = w.text()
+    if plan.ext:
+        factor = IDLE_STEP_S[plan.family] / nominal
+        plan.params = {**plan.params, "measured_nominal_step_s": round(nominal, 6), "time_scale": round(factor, 6),
+                       "nominal_step_s": IDLE_STEP_S[plan.family]}
+        text = rescale_time(text, factor, float(T0 + offset))
+        rescale_history(history, factor, float(T0 + offset))
+    return text, plan.__dict__ | {"rid": rid}, history
 
 
 # ----------------------------------------------------------------------------- labels
@@ -639,15 +894,26 @@ def _mean(values):
     return sum(values) / len(values) if values else float("nan")
 
 
+def _tp_summary(tp: dict, plan: dict) -> str:
+    quiet = [v for i, v in sorted(tp.items()) if i > WARMUP and i not in plan["evals"] and i not in plan["checkpoints"]]
+    if not quiet:
+        return "-"
+    p10, p50, p90 = np.percentile(quiet, [10, 50, 90])
+    ratios = [b / a for a, b in zip(quiet, quiet[1:]) if a > 0]
+    return (f"median {p50:.0f} samples/s, p10 {p10:.0f}, p90 {p90:.0f}; step-to-step ratio p10 {np.percentile(ratios, 10):.2f}, "
+            f"p90 {np.percentile(ratios, 90):.2f}")
+
+
 def describe(plan: dict, history: dict) -> dict:
     """The label of one run, with what the fault measurably did."""
     kind, seed, s, comp = plan["kind"], plan["seed"], plan["start"], plan["component"]
+    names = plan["components"]
     loss = history["loss"]
     gn = history["grad_norm"]
     comps = history["comp"]
 
     def cm(metric, name, steps):
-        return _mean([comps[i][metric][COMPONENTS.index(name)] for i in steps if i in comps])
+        return _mean([comps[i][metric][names.index(name)] for i in steps if i in comps])
 
     events = [{"kind": "warmup", "start_step": 1, "end_step": WARMUP, "replayed_steps": None,
                "note": f"LR rises linearly to {PEAK_LR:g}; loss {loss[1]:.3f} at step 1 -> {loss[WARMUP]:.3f} at step {WARMUP}"}]
@@ -666,6 +932,16 @@ def describe(plan: dict, history: dict) -> dict:
         r = plan["refresh"]
         events.append({"kind": "data_refresh", "start_step": r, "end_step": r + 9, "replayed_steps": None,
                        "note": f"training switches from text shard A to shard B (other stdlib files) at step {r}; loss mean {_mean([loss[i] for i in range(r - 20, r)]):.3f} over the 20 steps before, {_mean([loss[i] for i in range(r, r + 20)]):.3f} over the 20 from it"})
+    if plan["ext"]:
+        events.append({"kind": "shared_machine", "start_step": 1, "end_step": last, "replayed_steps": None,
+                       "note": f"every step takes a seeded, simulated extra {plan['params'].get('nominal_step_s', 0) * 1000:.1f} ms (its nominal step) x min(Exp(mean {NOISE_MEAN}), {NOISE_CAP:g}) "
+                               f"(other jobs on a shared machine); throughput {_tp_summary(history['throughput'], plan)}"})
+    for d, f in plan["dips"]:
+        tp = history["throughput"]
+        events.append({"kind": "throughput_dip", "start_step": d, "end_step": d + DIP_STEPS - 1, "replayed_steps": None,
+                       "note": f"each of steps {d}-{d + DIP_STEPS - 1} takes {(f - 1):.2f} nominal steps more (simulated, {f:.2f}x slower): throughput median "
+                               f"{float(np.median([tp[i] for i in range(d, d + DIP_STEPS) if i in tp])):.0f} samples/s during, "
+                               f"{float(np.median([tp[i] for i in range(d - 30, d) if i in tp])):.0f} over the 30 steps before"})
     if plan["restart"] is not None:
         c, k = plan["restart"]
         again = history["replay_loss"]
@@ -704,13 +980,13 @@ def describe(plan: dict, history: dict) -> dict:
         incidents.append(dict(kind=kind, start_step=s, end_step=None, component=comp, metrics=metrics, note=note))
     elif kind == "component_blowup":
         g0 = cm("grad_norm", comp, pre)
-        others = [n for n in COMPONENTS if n != comp]
-        first_10x = next((i for i in range(s, last + 1) if comps[i]["grad_norm"][COMPONENTS.index(comp)] > 10 * g0), None)
-        other_10x = {n: next((i for i in range(s, last + 1) if comps[i]["grad_norm"][COMPONENTS.index(n)] > 10 * cm("grad_norm", n, pre)), None) for n in others}
+        others = [n for n in names if n != comp]
+        first_10x = next((i for i in range(s, last + 1) if comps[i]["grad_norm"][names.index(comp)] > 10 * g0), None)
+        other_10x = {n: next((i for i in range(s, last + 1) if comps[i]["grad_norm"][names.index(n)] > 10 * cm("grad_norm", n, pre)), None) for n in others}
         loss_up = next((i for i in range(s, last - 8) if _mean([loss[j] for j in range(i, i + 10)]) > _mean([loss[j] for j in pre]) + 0.1), None)
         note = (f"from step {s} the gradients of {comp} are multiplied by min({BLOWUP_GROWTH}^(step-{s}+1), {BLOWUP_CAP:g}) after backward (an unscaling bug "
-                f"feeding on itself): its grad_norm {g0:.3g} (mean of the 50 steps before) -> {comps[s]['grad_norm'][COMPONENTS.index(comp)]:.3g} at {s}, "
-                f"{comps[min(s + 20, last)]['grad_norm'][COMPONENTS.index(comp)]:.3g} at {min(s + 20, last)}, >10x from step {first_10x}; "
+                f"feeding on itself): its grad_norm {g0:.3g} (mean of the 50 steps before) -> {comps[s]['grad_norm'][names.index(comp)]:.3g} at {s}, "
+                f"{comps[min(s + 20, last)]['grad_norm'][names.index(comp)]:.3g} at {min(s + 20, last)}, >10x from step {first_10x}; "
                 f"first step another component's grad_norm exceeds 10x its own baseline: "
                 f"{min([v for v in other_10x.values() if v is not None], default='never')}; "
                 f"its update_ratio {cm('update_ratio', comp, pre):.3g} before, {cm('update_ratio', comp, range(s + 10, s + 30)):.3g} at {s + 10}-{s + 29}; "
@@ -758,6 +1034,65 @@ def describe(plan: dict, history: dict) -> dict:
                 f"{float(np.median([tp[i] for i in range(s, e + 1)])):.0f} during, {float(np.median([tp[i] for i in range(e + 1, min(e + 21, last + 1))])):.0f} over the 20 after; "
                 f"training values are unaffected")
         incidents.append(dict(kind=kind, start_step=s, end_step=e, component="", metrics=metrics, note=note))
+    elif kind == "stall_noisy":
+        tp = history["throughput"]
+        e = plan["end"]
+        clean = [i for i in pre if i not in plan["evals"] and i not in plan["checkpoints"]]
+        before = float(np.median([tp[i] for i in clean]))
+        during = float(np.median([tp[i] for i in range(s, e + 1)]))
+        note = (f"each data-loading call takes {(EXT_STALL_FACTOR - 1) * plan['params']['nominal_step_s'] * 1000:.0f} ms more at steps {s}-{e} "
+                f"({EXT_STALL_FACTOR - 1} nominal steps of this run, simulated): throughput median {before:.0f} samples/s over the 50 steps before, "
+                f"{during:.0f} during ({before / during:.0f}x lower), {float(np.median([tp[i] for i in range(e + 1, min(e + 21, last + 1))])):.0f} over the 20 after; "
+                f"the stall lasts {history['clock'][e] - history['clock'][s - 1]:.1f} s of wall time; the rest of the run: {_tp_summary(tp, plan)}; training values are unaffected")
+        incidents.append(dict(kind=kind, start_step=s, end_step=e, component="", metrics=metrics, note=note))
+    elif kind == "weight_jump":
+        i = names.index(comp)
+        after = range(s, min(s + 10, last + 1))
+        jumps = {n: max(comps[j]["grad_norm"][names.index(n)] for j in after) / cm("grad_norm", n, pre) for n in names}
+        note = (f"before the forward pass of step {s} (outside the optimizer) {', '.join(plan['params']['tensors'])} multiplied by {WEIGHT_JUMP:g}: "
+                f"weight_norm of {comp} {comps[s - 1]['weight_norm'][i]:.4g} at {s - 1} -> {comps[s]['weight_norm'][i]:.4g} at {s} "
+                f"(other components' weight_norm within {max(abs(comps[s]['weight_norm'][j] / comps[s - 1]['weight_norm'][j] - 1) for j in range(len(names)) if j != i):.1%}); "
+                f"act_norm of {comp} {cm('act_norm', comp, pre):.3g} before -> {comps[s]['act_norm'][i]:.3g} at {s}; "
+                f"max grad_norm over {s}-{after[-1]} / its mean over the 50 steps before: "
+                + ", ".join(f"{n} {v:.3g}x" for n, v in jumps.items())
+                + f"; loss mean {_mean([loss[j] for j in pre]):.3f} before, {loss[s]:.3f} at {s}, peak {max(loss[j] for j in range(s, min(s + 20, last + 1))):.3f} by {min(s + 19, last)}, "
+                f"{_mean([loss[j] for j in range(last - 49, last + 1)]):.3f} over the last 50 steps")
+        incidents.append(dict(kind=kind, start_step=s, end_step=None, component=comp, metrics=metrics, note=note))
+    elif kind == "nan_weight":
+        i = names.index(comp)
+        nan_at_s = [n for n in names if comps[s]["weight_norm"][names.index(n)] != comps[s]["weight_norm"][names.index(n)]]
+        act_nan = [n for n in names if comps[s]["act_norm"][names.index(n)] != comps[s]["act_norm"][names.index(n)]]
+        note = (f"one NaN written into {plan['params']['tensor']}{plan['params']['index']} before the forward pass of step {s}: at {s} weight_norm NaN in "
+                f"{', '.join(nan_at_s)} only (finite {comps[s - 1]['weight_norm'][i]:.4g} at {s - 1}), act_norm NaN in {', '.join(act_nan) or 'none'}, "
+                f"loss {loss[s]}; from {s + 1} the NaN gradients have made every component's weights NaN; the job is stopped after step {last}")
+        incidents.append(dict(kind=kind, start_step=s, end_step=None, component=comp, metrics=metrics, note=note))
+    elif kind == "label_onset":
+        vl = history["val_loss"]
+        note = (f"from step {s} {plan['params']['fraction']:.0%} of each batch's targets are permuted among themselves: loss {_mean([loss[i] for i in pre]):.3f} over the 50 steps before, "
+                f"{loss[s]:.3f} at {s}, {_mean([loss[i] for i in range(s, s + 10)]):.3f} over the 10 from {s}; global grad_norm {_mean([gn[i] for i in pre]):.3g} before, "
+                f"{gn[s]:.3g} at {s}; per component grad_norm at {s} / mean before: "
+                + ", ".join(f"{n} {comps[s]['grad_norm'][names.index(n)] / cm('grad_norm', n, pre):.2g}x" for n in names)
+                + f"; val_loss {', '.join(f'{v:.3f}@{e}' for e, v in sorted(vl.items()))}")
+        incidents.append(dict(kind=kind, start_step=s, end_step=None, component="", metrics=metrics, note=note))
+    elif kind == "nan_loss_recover":
+        note = (f"at step {s} sample {plan['params']['sample']} of the batch has a NaN loss weight: loss NaN at {s}; the guard skipped backward and the update "
+                f"(no grad_norm or update_ratio points at {s}); loss {_mean([loss[i] for i in pre]):.3f} over the 50 steps before, "
+                f"{_mean([loss[i] for i in range(s + 1, s + 21)]):.3f} over the 20 after, every value after {s} finite")
+        incidents.append(dict(kind=kind, start_step=s, end_step=s, component="", metrics=metrics, note=note))
+    elif kind == "val_divergence":
+        vl = history["val_loss"]
+        before = [(e, v) for e, v in sorted(vl.items()) if e < s]
+        after = [(e, v) for e, v in sorted(vl.items()) if e >= s]
+        note = (f"from step {s} every batch is drawn from one fixed set of {OVERFIT_WINDOWS} windows; val_loss every {EVAL_EVERY} steps (first after the onset at "
+                f"{plan['params']['first_eval_step']}): training loss {_mean([loss[i] for i in pre]):.3f} over the 50 steps before, "
+                f"{_mean([loss[i] for i in range(last - 49, last + 1)]):.3f} over the last 50; val_loss "
+                f"{', '.join(f'{v:.3f}@{e}' for e, v in before[-2:])} before, then {', '.join(f'{v:.3f}@{e}' for e, v in after)}")
+        incidents.append(dict(kind=kind, start_step=s, end_step=None, component="", metrics=metrics, note=note))
+
+    for inc in incidents:
+        # Every label says its origin (the faulty component, "" = run-level), its window and its model family.
+        inc["origin"] = inc["component"]
+        inc["window"] = [inc["start_step"], inc["end_step"] if inc["end_step"] is not None else last]
 
     if incidents:
         incidents[0]["params"] = {"injected_steps": [s, plan["end"] if plan["end"] is not None else last], **plan["params"]}
@@ -772,11 +1107,53 @@ def describe(plan: dict, history: dict) -> dict:
         c, k = plan["restart"]
         expectation = (f"No alert anywhere in the run: warmup (1-{WARMUP}), the cosine LR decay, evals every {EVAL_EVERY} steps, checkpoints at "
                        f"{', '.join(str(x) for x in sorted(plan['checkpoints']))} (throughput dips), the data refresh at {plan['refresh']} and the "
-                       f"restart at {c + 1} with steps {c + 1}-{c + k} replayed are all normal.")
+                       f"restart at {c + 1} with steps {c + 1}-{c + k} replayed are all normal"
+                       + (f"; so are the shared machine's throughput noise and the {len(plan['dips'])} short dips at "
+                          f"{', '.join(f'{d}-{d + DIP_STEPS - 1} ({f:.1f}x)' for d, f in plan['dips'])}." if plan["ext"] else "."))
     return {"incidents": incidents, "benign_events": events, "expectation": expectation}
 
 
+def normalise_label(label: dict):
+    """Labels written before the extended set: add the family, and each incident's origin and window."""
+    label.setdefault("family", "transformer")
+    decay = [e for e in label.get("benign_events", []) if e["kind"] == "lr_decay"]
+    last = decay[0]["end_step"] if decay else STEPS
+    for inc in label.get("incidents", []):
+        inc.setdefault("origin", inc.get("component", ""))
+        inc.setdefault("window", [inc["start_step"], inc["end_step"] if inc["end_step"] is not None else last])
+
+
 # ----------------------------------------------------------------------------- main
+def rescale_time(text: str, factor: float, t0: float) -> str:
+    """Every `time` t of a run's NDJSON becomes t0 + factor x (t - t0) (written to 0.1 ms: a step of
+    a fast model is about 1 ms) and every `throughput` value
+    v becomes v / factor (the same steps, each `factor` times as long); other lines and values are
+    left byte for byte."""
+    out = []
+    for line in text.splitlines():
+        if '"time":' not in line:
+            out.append(line)
+            continue
+        obj = json.loads(line)
+        obj["time"] = t0 + factor * (obj["time"] - t0)
+        if obj.get("metric") == "throughput":
+            obj["value"] = float(num(obj["value"] / factor))
+        if obj.get("type") == "point":
+            # The generator's own layout (key order, 7 significant digits, %.3f times).
+            comp = '' if "component" not in obj else ',"component":"%s"' % obj["component"]
+            value = obj["value"] if isinstance(obj["value"], str) else None
+            out.append('{"type":"point","run":"%s","step":%d,"metric":"%s"%s,"value":%s,"time":%.4f}' % (
+                obj["run"], obj["step"], obj["metric"], comp, '"%s"' % value if value else num(obj["value"]), obj["time"]))
+        else:
+            out.append('{"type":"phase","run":"%s","step":%d,"phase":"%s","time":%.4f}' % (obj["run"], obj["step"], obj["phase"], obj["time"]))
+    return "\n".join(out) + "\n"
+
+
+def rescale_history(history: dict, factor: float, t0: float):
+    history["throughput"] = {k: v / factor for k, v in history["throughput"].items()}
+    history["clock"] = {k: t0 + factor * (v - t0) for k, v in history["clock"].items()}
+
+
 def write_gz(path: Path, text: str):
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "wb") as raw:
@@ -789,21 +1166,34 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default benchmarks/faults/corpus)")
     ap.add_argument("--only", nargs="+", choices=KINDS, help="only these kinds")
-    ap.add_argument("--seeds", nargs="+", type=int, help="only these seeds (default: 0-3 for faults, 0-7 for benign)")
+    ap.add_argument("--seeds", nargs="+", type=int,
+                    help="only these seeds (default: 0-3 for the original faults, 0-7 for benign, every seed of EXT_RUNS for the extended kinds)")
+    ap.add_argument("--merge", nargs="+", type=Path, metavar="DIR",
+                    help="generate nothing: move the runs of these output folders (made with --out, e.g. in parallel) into --out and merge their labels")
+    ap.add_argument("--set", choices=("original", "extended", "all"), default="all", dest="which",
+                    help="without --only: the original 40 runs, the extended set (issue 11), or both (default)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
     torch.use_deterministic_algorithms(True)
 
     jobs = []
-    for kind in args.only or KINDS:
-        seeds = args.seeds if args.seeds is not None else (range(8) if kind == "benign" else range(4))
+    default_kinds = {"original": FAULT_KINDS + ["benign"], "extended": EXT_FAULT_KINDS + ["benign_noisy"], "all": KINDS}[args.which]
+    for kind in args.only or default_kinds:
+        seeds = args.seeds if args.seeds is not None else (
+            ext_seeds(kind) if kind in EXT_RUNS else range(8) if kind == "benign" else range(4))
         jobs.extend((kind, seed) for seed in seeds)
     args.out.mkdir(parents=True, exist_ok=True)
     labels_path = args.out / "labels.json"
     labels = json.loads(labels_path.read_text()) if labels_path.exists() else {}
     runs = labels.get("runs", {})
 
+    if args.merge:
+        jobs = []
+        for folder in args.merge:
+            for rid, label in json.loads((folder / "labels.json").read_text())["runs"].items():
+                (folder / label["file"]).replace(args.out / label["file"])
+                runs[rid] = label
     corpus = Corpus()
     started = time.perf_counter()
     for kind, seed in jobs:
@@ -813,7 +1203,7 @@ def main(argv=None):
         rid = plan["rid"]
         path = args.out / f"{rid}.ndjson.gz"
         write_gz(path, text)
-        label = {"file": path.name, "split": split_of(kind, seed), "kind": kind, "seed": seed}
+        label = {"file": path.name, "split": split_of(kind, seed), "kind": kind, "seed": seed, "family": plan["family"]}
         label.update(describe(plan, history))
         runs[rid] = label
         inc = label["incidents"][0] if label["incidents"] else None
@@ -821,6 +1211,8 @@ def main(argv=None):
               + (f"start {inc['start_step']} end {inc['end_step']} {inc['component'] or '(run)'}" if inc else
                  f"restart {plan['restart']} refresh {plan['refresh']}"), flush=True)
 
+    for label in runs.values():
+        normalise_label(label)
     order = {run_id(k, s): (KINDS.index(k), s) for k in KINDS for s in range(100)}
     document = {
         "version": 1,
@@ -831,13 +1223,17 @@ def main(argv=None):
             "replayed_steps": "[first, last] steps that were already sent once and are sent again after a restart, or null",
             "component": "the faulty component, as named in the point lines; \"\" = a run-level fault",
             "metrics": "the metrics in which the fault shows (of the component when one is named, else run-level)",
-            "split": "tune = fault seeds 0-1 and benign seeds 0-3; heldout = the rest",
+            "split": "original kinds: tune = fault seeds 0-1 and benign seeds 0-3; extended kinds (EXT_RUNS): tune = the lower half of each kind's seeds; heldout = the rest",
+            "origin": "the component where the fault starts (= component); \"\" = run-level (data, schedule, the job)",
+            "window": "[start_step, end_step, or the run's last step when the fault does not end]",
+            "family": "the model family: transformer, mlp or cnn",
         },
         "corpus": {
             "data": f"CPython {corpus.python} standard library .py files under {corpus.root} ({corpus.files} files after exclusions, sha256 {corpus.sha256}), PSF License",
             "torch": torch.__version__,
             "steps": STEPS,
             "components": COMPONENTS,
+            "components_by_family": {f: v[1] for f, v in FAMILIES.items()},
         },
         "runs": dict(sorted(runs.items(), key=lambda kv: order.get(kv[0], (99, 0)))),
     }

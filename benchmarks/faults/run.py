@@ -32,14 +32,19 @@ What it does:
    (default 2; largest files first), the batches of one run in order on one keep-alive
    connection. Every answer must be 202 with every line accepted, otherwise the error body is
    printed and the benchmark stops (exit 1);
-5. after a run's last batch, reads `GET /api/v1/alerts/?run=<run id>` for it, and runs the
-   phase-blind baseline (`baseline.py`, rolling EMA z-score, alpha 0.97, |z| > 3) on the same
-   lines in the same order, offline, in the same client thread;
-6. scores both with `score.py` and prints, per detector, one table per split (tune, heldout,
-   all) with the targets beside the figures, whether pythia-410m-seed4's failed restore
-   (incident at 122002) was alerted within 20 steps, per-run lines with --verbose, the
-   request latencies (which include evaluation), any errors in the server log, and the wall
-   time; --json OUT writes all of it.
+5. after a run's last batch, reads `GET /api/v1/alerts/?run=<run id>` for it and
+   `GET /api/v1/incidents/?run=<run id>` (its incidents when that answers 200; on 404, a console
+   without the endpoint, the run's alerts are grouped client-side by `score.group_alerts`, the
+   stand-in: alerts within 5 steps of each other, origin weights > activations > gradients >
+   loss, then earliest; any other status stops the benchmark), and runs the phase-blind baseline
+   (`baseline.py`, rolling EMA z-score, alpha 0.97, |z| > 3) on the same lines in the same order,
+   offline, in the same client thread;
+6. scores both with `score.py`, at the alert level and at the incident level (the baseline's
+   incidents always from the stand-in), and prints, per detector and level, one table per split
+   (tune, heldout, all) with the targets beside the figures and which source the incidents came
+   from, whether pythia-410m-seed4's failed restore (incident at 122002) was alerted within 20
+   steps, per-run lines with --verbose, the request latencies (which include evaluation), any
+   errors in the server log, and the wall time; --json OUT writes all of it.
 """
 from __future__ import annotations
 
@@ -338,14 +343,52 @@ def replay_run(client: Client, spec: dict, batch_lines: int, stop: threading.Eve
     alerts = json.loads(payload)
     if isinstance(alerts, dict):  # paginated
         alerts = alerts.get("results", [])
+    incidents = read_incidents(client, run_id)
     t = time.perf_counter()
     base_alerts = baseline.detect_lines(parsed, run=run_id)
     base_s = time.perf_counter() - t
     return {
         "run": run_id, "lines": len(parsed), "batches": len(bodies), "last_step": last_step,
         "latencies": latencies, "read_s": read_s, "send_s": send_s, "baseline_s": base_s,
-        "alerts": alerts, "baseline_alerts": base_alerts,
+        "alerts": alerts, "baseline_alerts": base_alerts, "incidents": incidents,
     }
+
+
+def read_incidents(client: Client, run_id: str):
+    """The console's incidents of a run (`GET /api/v1/incidents/?run=`), or None when the console has no
+    such endpoint (404): the caller then groups the alerts with the client-side stand-in."""
+    status, payload = client.request("GET", f"/api/v1/incidents/?run={quote(run_id, safe='')}")
+    if status == 404:
+        return None
+    if status != 200:
+        raise Failure(f"{run_id}: GET /api/v1/incidents/ answered {status}:\n{payload.decode(errors='replace')[:4000]}")
+    incidents = json.loads(payload)
+    if isinstance(incidents, dict):  # paginated
+        incidents = incidents.get("results", [])
+    return incidents
+
+
+STANDIN = (f"client-side stand-in: alerts within {score.STANDIN_GAP} steps of each other, origin weights > activations > "
+           "gradients > loss > others, then earliest")
+CONSOLE_INCIDENTS = "console: GET /api/v1/incidents/"
+
+
+def incidents_of(results: dict) -> tuple[dict, str]:
+    """Per run: the console's incidents where the endpoint answered 200, else the stand-in's; and which source was used."""
+    out, from_console = {}, 0
+    for r in results.values():
+        if r["incidents"] is not None:
+            out[r["run"]] = r["incidents"]
+            from_console += 1
+        else:
+            out[r["run"]] = score.group_alerts(r["run"], r["alerts"])
+    if from_console == len(results):
+        source = CONSOLE_INCIDENTS
+    elif from_console == 0:
+        source = STANDIN + f" (GET /api/v1/incidents/ answered 404 for every run)"
+    else:
+        source = f"mixed: {CONSOLE_INCIDENTS} for {from_console} runs, {STANDIN} for {len(results) - from_console}"
+    return out, source
 
 
 def replay_all(port: int, token: str, specs: list[dict], clients: int, batch_lines: int) -> dict:
@@ -442,6 +485,26 @@ def evaluate(runs: list[dict], alerts_by_run: dict) -> dict:
         if chosen:
             out[split] = score.score(chosen, alerts_by_run)
     return out
+
+
+def evaluate_incidents(runs: list[dict], incidents_by_run: dict, alerts_by_run: dict) -> dict:
+    out = {}
+    for split in SPLITS:
+        chosen = [r for r in runs if split == "all" or r["split"] == split]
+        if chosen:
+            out[split] = score.score_incidents(chosen, incidents_by_run, alerts_by_run)
+    return out
+
+
+def print_incidents(name: str, figures: dict, source: str, verbose: bool):
+    print(f"\n{name}, incident level: incidents from the {source}")
+    for split, f in figures.items():
+        print()
+        print(score.format_incident_table(f, f"{name}, incidents, {split}", "console" if source == CONSOLE_INCIDENTS else "stand-in"))
+    if verbose and "all" in figures:
+        print(f"\n{name}, incidents per run:")
+        for m in figures["all"]["per_run"]:
+            print("  " + score.format_incident_run_line(m))
 
 
 def restore_check(alerts_by_run: dict, runs: list[dict]):
@@ -593,14 +656,21 @@ def main(argv=None) -> int:
     console = evaluate(runs, console_alerts)
     base = evaluate(runs, base_alerts)
     console_check, base_check = restore_check(console_alerts, runs), restore_check(base_alerts, runs)
+    console_incidents, incident_source = incidents_of(results)
+    base_incidents = {run: score.group_alerts(run, found) for run, found in base_alerts.items()}
+    console_inc = evaluate_incidents(runs, console_incidents, console_alerts)
+    base_inc = evaluate_incidents(runs, base_incidents, base_alerts)
 
     lines = sum(r["lines"] for r in results.values())
     lat = latency_summary(results)
     print(f"\n## Fault benchmark ({len(runs)} runs, {lines:,} lines; {version})")
     for note in notes:
         print(f"\nnote: {note}")
+    print(f"\nincidents: {incident_source}")
     print_detector("console", console, console_check, args.verbose)
+    print_incidents("console", console_inc, incident_source, args.verbose)
     print_detector("baseline (phase-blind EMA z-score, |z| > 3)", base, base_check, args.verbose)
+    print_incidents("baseline (phase-blind EMA z-score, |z| > 3)", base_inc, STANDIN, False)
 
     timings["baseline_cpu_s"] = sum(r["baseline_s"] for r in results.values())
     timings["wall_s"] = time.perf_counter() - wall0
@@ -622,6 +692,9 @@ def main(argv=None) -> int:
                       "send_s": results[r["key"]]["send_s"]} for r in runs],
             "server_log_errors": problems,
             "console": console, "baseline": base,
+            "incident_source": incident_source,
+            "console_incidents": console_inc, "baseline_incidents": base_inc,
+            "incidents": {"console": console_incidents},
             "restore_check": {"console": console_check, "baseline": base_check},
             "alerts": {"console": console_alerts, "baseline": base_alerts},
         }

@@ -24,6 +24,24 @@ Definitions
   median (the usual one: mean of the two middle values for an even count) and p90 (nearest rank).
 - localization = over detected incidents whose label names a component, the share whose
   earliest-firing true alert (smallest fired step, ties by smallest id) names exactly that component.
+
+Incident level
+--------------
+A *console incident* is a dict as `GET /api/v1/incidents/?run=` answers (or as `group_alerts`, the
+client-side stand-in, builds): ``id``, ``first_step``, ``origin`` ({"alert", "rule", "metric",
+"component", "step"}), ``alerts`` (alert ids), ``blast_radius``, ... To keep one yardstick with the
+alert level, an incident's step is the smallest fired step of its member alerts found in the run's
+alert list, else its ``first_step``. A labelled fault is the *labelled incident* of the sections
+above (the word "fault" is used for it here, to keep the two apart).
+
+- An incident is *true* for a fault when its step lies in the fault's window; else *false*.
+- recall = faults with >= 1 true incident / faults; false-alarm share = false incidents / incidents;
+  benign runs alerted = benign runs with >= 1 incident.
+- delay of a detected fault = min over its true incidents of (incident step - start_step).
+- localization = over detected faults whose label names a component, the share whose earliest true
+  incident (smallest step, ties by id as text) has an origin naming exactly that component.
+- alerts per incident: median and max of len(alerts) over every incident of the runs scored;
+  incidents per detected fault: median and max of its true incidents.
 """
 from __future__ import annotations
 
@@ -39,7 +57,21 @@ TARGETS = {
     "benign_runs_alerted": ("<=", 0),
     "median_delay": ("<=", 10),
     "localization": (">=", 0.9),
+    "median_alerts_per_incident": ("<=", 2),
 }
+
+# The client-side stand-in for incidents (used while the console has no incidents endpoint).
+STANDIN_GAP = 5  # alerts of a run whose fired steps are within this many steps of the previous one join its incident
+# Causal order for the origin: a component's weights move first, then what it outputs, then the
+# gradients that flow back through it, then the loss; everything else (throughput, lr, ...) last.
+SIGNAL_CLASSES = {
+    "weight_norm": 0, "update_ratio": 0, "weight_jump": 0,
+    "act_norm": 1, "dead_fraction": 1,
+    "grad_norm": 2,
+    "loss": 3, "val_loss": 3,
+}
+OTHER_SIGNAL = 4
+RESPONSE_ORDER = ["observe", "notify", "review", "stop", "rewind"]
 
 
 def fired_step(alert: dict) -> int:
@@ -160,6 +192,177 @@ def score(runs: list[dict], alerts_by_run: dict[str, list[dict]]) -> dict:
     }
 
 
+# --------------------------------------------------------------------------------------
+# Incidents: the client-side stand-in, and scoring
+# --------------------------------------------------------------------------------------
+
+def signal_class(metric) -> int:
+    return SIGNAL_CLASSES.get(metric or "", OTHER_SIGNAL)
+
+
+def _rule_name(alert: dict):
+    rule = alert.get("rule")
+    return rule.get("name") if isinstance(rule, dict) else rule
+
+
+def _severity(alerts: list[dict]):
+    levels = []
+    for a in alerts:
+        rule = a.get("rule")
+        response = rule.get("permitted_response") if isinstance(rule, dict) else a.get("permitted_response")
+        if response in RESPONSE_ORDER:
+            levels.append(RESPONSE_ORDER.index(response))
+    return RESPONSE_ORDER[max(levels)] if levels else None
+
+
+def origin_alert(alerts: list[dict]) -> dict:
+    """The stand-in's origin: weights > activations > gradients > loss > others, then earliest fired step, then id."""
+    return min(alerts, key=lambda a: (signal_class(a.get("metric")), fired_step(a), a["id"]))
+
+
+def group_alerts(run: str, alerts: list[dict], gap: int = STANDIN_GAP) -> list[dict]:
+    """Client-side stand-in for `GET /api/v1/incidents/?run=`: the run's alerts in fired-step order, a
+    new incident whenever an alert fires more than `gap` steps after the previous one; each incident in
+    the endpoint's shape, its origin chosen by `origin_alert`."""
+    ordered = sorted(alerts, key=lambda a: (fired_step(a), a["id"]))
+    groups: list[list[dict]] = []
+    for a in ordered:
+        if groups and fired_step(a) - fired_step(groups[-1][-1]) <= gap:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    incidents = []
+    for n, members in enumerate(groups, start=1):
+        o = origin_alert(members)
+        radius = sorted({(a.get("metric") or "", alert_component(a)) for a in members if a is not o}
+                        - {(o.get("metric") or "", alert_component(o))})
+        states = {a.get("state") for a in members}
+        incidents.append({
+            "id": f"standin-{run}-{n}",
+            "run": run,
+            "state": "firing" if "firing" in states else (states.pop() if len(states) == 1 else None),
+            "severity": _severity(members),
+            "first_step": min(fired_step(a) for a in members),
+            "origin": {"alert": o["id"], "rule": _rule_name(o), "metric": o.get("metric"),
+                       "component": alert_component(o), "step": fired_step(o)},
+            "alerts": [a["id"] for a in members],
+            "blast_radius": [{"metric": m, "component": c} for m, c in radius],
+            "opened_at": min((a.get("fired_at") for a in members if a.get("fired_at")), default=None),
+            "resolved_at": None if "firing" in states else max((a.get("resolved_at") or "" for a in members), default=None) or None,
+        })
+    return incidents
+
+
+def incident_step(incident: dict, alerts_by_id: dict) -> int:
+    steps = [fired_step(alerts_by_id[i]) for i in incident.get("alerts") or [] if i in alerts_by_id]
+    return min(steps) if steps else incident["first_step"]
+
+
+def origin_component(incident: dict) -> str:
+    origin = incident.get("origin") or {}
+    return origin.get("component") or ""
+
+
+def match_run_incidents(run: dict, incidents: list[dict], alerts: list[dict] = ()) -> dict:
+    """Per-run matching at the incident level (see the module docstring)."""
+    by_id = {a["id"]: a for a in alerts}
+    windows = [incident_window(f, run["last_step"]) for f in run["incidents"]]
+    per_fault = [[] for _ in run["incidents"]]
+    false_incidents = []
+    for inc in incidents:
+        st = incident_step(inc, by_id)
+        hit = False
+        for i, (lo, hi) in enumerate(windows):
+            if lo <= st <= hi:
+                per_fault[i].append((st, inc))
+                hit = True
+        if not hit:
+            false_incidents.append(inc)
+    faults = []
+    for fault, window, hits in zip(run["incidents"], windows, per_fault):
+        hits.sort(key=lambda sv: (sv[0], str(sv[1]["id"])))
+        first = hits[0] if hits else None
+        comp = fault.get("component") or ""
+        named = origin_component(first[1]) if first else None
+        faults.append({
+            "kind": fault["kind"],
+            "start_step": fault["start_step"],
+            "end_step": fault.get("end_step"),
+            "component": comp,
+            "window": list(window),
+            "detected": first is not None,
+            "delay": (first[0] - fault["start_step"]) if first else None,
+            "incidents": len(hits),
+            "first_incident": first[1]["id"] if first else None,
+            "origin_component": named,
+            "origin_metric": ((first[1].get("origin") or {}).get("metric")) if first else None,
+            "localized": (named == comp) if first else None,
+        })
+    return {
+        "run": run["run"],
+        "split": run.get("split"),
+        "benign": not run["incidents"],
+        "incidents": len(incidents),
+        "false_incidents": len(false_incidents),
+        "alerts_per_incident": [len(i.get("alerts") or []) for i in incidents],
+        "first_step": min((incident_step(i, by_id) for i in incidents), default=None),
+        "faults": faults,
+    }
+
+
+def score_incidents(runs: list[dict], incidents_by_run: dict[str, list[dict]],
+                    alerts_by_run: dict[str, list[dict]] | None = None) -> dict:
+    """Incident-level figures over the given runs (incidents of runs not listed are ignored)."""
+    alerts_by_run = alerts_by_run or {}
+    matched = [match_run_incidents(r, incidents_by_run.get(r["run"], []), alerts_by_run.get(r["run"], [])) for r in runs]
+    by_kind = defaultdict(lambda: [0, 0])
+    delays, loc_hits, loc_total, labelled, per_fault = [], 0, 0, 0, []
+    for m in matched:
+        for f in m["faults"]:
+            by_kind[f["kind"]][1] += 1
+            labelled += bool(f["component"])
+            if f["detected"]:
+                by_kind[f["kind"]][0] += 1
+                delays.append(f["delay"])
+                per_fault.append(f["incidents"])
+                if f["component"]:
+                    loc_total += 1
+                    loc_hits += bool(f["localized"])
+    detected = sum(d for d, _ in by_kind.values())
+    faults = sum(t for _, t in by_kind.values())
+    total = sum(m["incidents"] for m in matched)
+    false = sum(m["false_incidents"] for m in matched)
+    sizes = [n for m in matched for n in m["alerts_per_incident"]]
+    benign = [m for m in matched if m["benign"]]
+    benign_alerted = sorted(m["run"] for m in benign if m["incidents"])
+    return {
+        "runs": len(matched),
+        "faults": faults,
+        "detected": detected,
+        "recall": _ratio(detected, faults),
+        "recall_by_kind": {kind: {"detected": d, "incidents": t, "recall": _ratio(d, t)}
+                           for kind, (d, t) in sorted(by_kind.items())},
+        "incidents": total,
+        "false_incidents": false,
+        "false_alarm_share": _ratio(false, total),
+        "benign_runs": len(benign),
+        "benign_runs_alerted": len(benign_alerted),
+        "benign_runs_alerted_names": benign_alerted,
+        "median_delay": statistics.median(delays) if delays else None,
+        "p90_delay": nearest_rank(delays, 90),
+        "delays": sorted(delays),
+        "localization": _ratio(loc_hits, loc_total),
+        "localized": loc_hits,
+        "localization_incidents": loc_total,
+        "incidents_with_component": labelled,
+        "median_alerts_per_incident": statistics.median(sizes) if sizes else None,
+        "max_alerts_per_incident": max(sizes) if sizes else None,
+        "median_incidents_per_fault": statistics.median(per_fault) if per_fault else None,
+        "max_incidents_per_fault": max(per_fault) if per_fault else None,
+        "per_run": matched,
+    }
+
+
 def meets(name: str, value) -> bool | None:
     if value is None:
         return None
@@ -215,6 +418,44 @@ def format_table(figures: dict, title: str) -> str:
                  f"{f['incidents_with_component']} labelled with a component) | ≥ 0.9 | "
                  f"{_verdict('localization', f['localization'])} |")
     return "\n".join(lines)
+
+
+def format_incident_table(f: dict, title: str, source: str) -> str:
+    lines = [f"### {title}: {f['runs']} runs, {f['faults']} faults, {f['benign_runs']} benign runs, {f['incidents']} incidents ({source})", ""]
+    lines.append("| figure | value | target | |")
+    lines.append("| --- | ---: | ---: | --- |")
+    lines.append(f"| recall | {_ratio_text(f['recall'])} ({f['detected']}/{f['faults']}) | ≥ 0.95 | {_verdict('recall', f['recall'])} |")
+    for kind, k in f["recall_by_kind"].items():
+        lines.append(f"| · recall {kind} | {_ratio_text(k['recall'])} ({k['detected']}/{k['incidents']}) | ≥ 0.95 | "
+                     f"{_verdict('recall', k['recall'])} |")
+    lines.append(f"| false-alarm share | {_ratio_text(f['false_alarm_share'])} ({f['false_incidents']}/{f['incidents']}) | ≤ 0.05 | "
+                 f"{_verdict('false_alarm_share', f['false_alarm_share'])} |")
+    names = ", ".join(f["benign_runs_alerted_names"][:8]) + (" …" if len(f["benign_runs_alerted_names"]) > 8 else "")
+    lines.append(f"| benign runs with any incident | {f['benign_runs_alerted']}/{f['benign_runs']}"
+                 f"{' (' + names + ')' if names else ''} | 0 | "
+                 f"{_verdict('benign_runs_alerted', f['benign_runs_alerted'] if f['benign_runs'] else None)} |")
+    lines.append(f"| median delay (steps) | {_fmt(f['median_delay'], 1)} | ≤ 10 | {_verdict('median_delay', f['median_delay'])} |")
+    lines.append(f"| p90 delay (steps, nearest rank) | {_fmt(f['p90_delay'])} | | |")
+    lines.append(f"| localization (origin = faulty component) | {_ratio_text(f['localization'])} ({f['localized']}/{f['localization_incidents']} detected; "
+                 f"{f['incidents_with_component']} labelled with a component) | ≥ 0.9 | {_verdict('localization', f['localization'])} |")
+    lines.append(f"| alerts per incident, median / max | {_fmt(f['median_alerts_per_incident'], 1)} / {_fmt(f['max_alerts_per_incident'])} | median ≤ 2 | "
+                 f"{_verdict('median_alerts_per_incident', f['median_alerts_per_incident'])} |")
+    lines.append(f"| incidents per detected fault, median / max | {_fmt(f['median_incidents_per_fault'], 1)} / {_fmt(f['max_incidents_per_fault'])} | | |")
+    return "\n".join(lines)
+
+
+def format_incident_run_line(m: dict) -> str:
+    parts = [f"{m['run']} [{m['split']}{', benign' if m['benign'] else ''}]: incidents {m['incidents']} "
+             f"(false {m['false_incidents']}; alerts each {m['alerts_per_incident']})"]
+    for f in m["faults"]:
+        where = f"@{f['component']}" if f["component"] else ""
+        if f["detected"]:
+            loc = "" if not f["component"] else (" localized" if f["localized"] else f" origin {f['origin_component'] or 'run'}")
+            parts.append(f"{f['kind']}{where} {f['start_step']}: delay {f['delay']}, {f['incidents']} incident(s), origin metric "
+                         f"{f['origin_metric']}{loc}")
+        else:
+            parts.append(f"{f['kind']}{where} {f['start_step']}: missed")
+    return "; ".join(parts)
 
 
 def format_run_line(m: dict) -> str:

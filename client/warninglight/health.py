@@ -23,13 +23,19 @@ forward hooks, and the weight snapshot for `update_ratio`, are armed by the `on_
 before it (when the next log, expected at `step + the last gap between logs`, will reach a
 multiple), and capture the first training-mode forward pass of the model after that. So with
 one `wl.log` per optimizer step, health step `s` sees the forward pass, the gradients and the
-update of step `s` itself, and nothing is done on the other steps: no hook is even registered.
+update of step `s` itself; on the other steps no forward hook is registered.
+
+Per step (`_StepCheck`, armed for the whole run once a model is given): the norm of every parameter
+tensor before and after each optimizer step (one `torch._foreach_norm` each, written into a device
+buffer, no host synchronisation), read at the next health step. It names the first component whose
+weights went non-finite, with its step, at any `every`, and a component whose weights jumped (norm x4
+or more) between the end of one optimizer step and the next, outside the optimizer (`exploding`).
 
 Read-only: everything runs under `torch.no_grad()` on detached tensors; nothing is written to
 a parameter, a gradient, the optimizer or its state, `requires_grad` or any RNG; hooks return
 None. The only memory held between a forward pass and the health step is a few reductions
-per component and, from the arming (no optimizer) or the optimizer's step (optimizer given)
-until the health step, one copy of the weights. An internal error switches health off for the
+per component, from the arming (no optimizer) or the optimizer's step (optimizer given)
+until the health step one copy of the weights, and two rows of per-tensor norms per step. An internal error switches health off for the
 run with one warning; it never raises into training.
 """
 from __future__ import annotations
@@ -63,6 +69,9 @@ DTYPE_LIMIT = 0.5  # act_max >= this x the dtype's largest finite value
 LOW_CONF_ENTROPY = 0.98  # mean entropy of the output distribution / log(classes)
 LOW_CONF_ARM = 0.9  # ... judged only once it has been below this (an untrained model is near 1)
 LOGIT_ROWS = 4096  # rows of the output used for the entropy
+JUMP_RATIO = 4.0  # a component's weight norm grew this many times outside the optimizer: a weight jump
+STEP_ROWS_MIN = 64  # rows of per-step weight norms kept on the device between reads (see _StepCheck)
+STEP_ROWS_MAX = 4096
 PERSIST = {"dead": 2, "stagnant": 2, "lost_gradient": 2, "saturated": 2, "low_confidence": 2,
            "exploding": 1, "oscillating": 1, "dtype_limit": 1}
 
@@ -319,6 +328,139 @@ def _attribute_activations(model, components):
                 c.activations.append((m, _bounds(m)))
 
 
+class _StepCheck:
+    """Per-step weight norms of every component, on the device, read at the next health step.
+
+    Armed with the health hooks (a model was given) and on every step, unlike the rest of this module:
+    the norm of every parameter tensor (one `torch._foreach_norm`, no host synchronisation) is written
+    into a row of a device buffer
+      * before the first training-mode forward pass after each optimizer step (`pre`: the weights that
+        forward pass uses), from a forward pre-hook on the model, and
+      * right after each optimizer step (`post`), from an optimizer step post-hook; without an optimizer,
+        at the run-level `wl.log` instead.
+    At the next health step (the loop synchronises there anyway) the buffer is read in one transfer
+    and folded per component on the host. That names, at any `health_every`,
+      * the first component whose weights went non-finite, with the step it happened at (a NaN written
+        into one block between two samples has spread to every component by the next sample), and
+      * a component whose weights changed between the end of one optimizer step and the next forward
+        pass - outside the optimizer - by a norm ratio of at least JUMP_RATIO (a weight jump).
+    When more optimizer steps than the buffer holds pass between two reads it is read early (one
+    synchronisation per STEP_ROWS_MIN steps at most)."""
+
+    def __init__(self, health, components, every):
+        self.health = health
+        params = [p for c in components for p in c.params]
+        first = params[0]
+        if not all(p.device == first.device and p.layout == torch.strided and p.is_floating_point() for p in params):
+            raise ValueError("parameters on several devices or not dense floating tensors")
+        self.params = params
+        self.segments = []  # (component, first tensor, end) in self.params
+        i = 0
+        for c in components:
+            self.segments.append((c, i, i + len(c.params)))
+            i += len(c.params)
+        rows = min(STEP_ROWS_MAX, max(STEP_ROWS_MIN, 2 * every + 8))
+        self.pre = torch.zeros(rows, len(params), dtype=torch.float32, device=first.device)
+        self.post = torch.zeros_like(self.pre)
+        self.staged = 0  # rows written on the device and not read yet
+        self.rows = []  # [step or None, pre norms or None (staged), post norms or None, has post, staged index]
+        self.want_pre = True
+        self.last_post = None  # per-component norms after the last optimizer step already judged
+
+    def _norms_into(self, buf, index):
+        with torch.no_grad():
+            torch.stack(torch._foreach_norm(self.params, 2, dtype=torch.float32), out=buf[index])
+
+    def before_forward(self):
+        """The model's first training-mode forward pass since the last optimizer step (or log)."""
+        if not self.want_pre:
+            return
+        self.want_pre = False
+        if self.staged == self.pre.shape[0]:
+            self.read()
+        self._norms_into(self.pre, self.staged)
+        self.rows.append([None, None, None, False, self.staged])
+        self.staged += 1
+        if len(self.rows) > 2 * STEP_ROWS_MAX:  # a loop that never logs: keep the newest
+            self.read()
+            del self.rows[: len(self.rows) - STEP_ROWS_MAX]
+
+    def after_update(self):
+        """Right after an optimizer step (or, without an optimizer, at the run-level log)."""
+        self.want_pre = True
+        if self.rows and not self.rows[-1][3]:
+            row = self.rows[-1]
+            row[3] = True
+            if row[4] is not None:
+                self._norms_into(self.post, row[4])
+
+    def on_log(self, step, prev):
+        """Give the rows since the last log their optimizer step numbers (one log per optimizer step: `step`)."""
+        self.want_pre = True  # an optimizer step that was skipped (GradScaler) still starts a new row
+        new = [r for r in self.rows if r[0] is None]
+        n = len(new)
+        stride = max(1, round((step - prev) / n)) if prev is not None and n and step > prev else 1
+        for k, row in enumerate(new):
+            row[0] = step - (n - 1 - k) * stride
+
+    def read(self):
+        """Copy the staged rows to the host (one synchronisation)."""
+        if not self.staged:
+            return
+        pre = self.pre[: self.staged].tolist()
+        post = self.post[: self.staged].tolist()
+        for row in self.rows:
+            if row[4] is not None:
+                row[1] = pre[row[4]]
+                row[2] = post[row[4]] if row[3] else None
+                row[4] = None
+        self.staged = 0
+
+    def _fold(self, norms):
+        out = []
+        for c, a, b in self.segments:
+            out.append(math.sqrt(sum(x * x for x in norms[a:b])))
+        return out
+
+    def judge(self, order, health_step=None):
+        """(step, component, condition, magnitude, detail) for every row with a step; those rows are dropped.
+        A row of the health step itself is not judged for non-finite weights: the health step's own
+        measurements (the weights its captured forward pass used, its activations) name that origin."""
+        self.read()
+        done = [r for r in self.rows if r[0] is not None]
+        self.rows = [r for r in self.rows if r[0] is None]
+        events = []
+        rank = {id(c): i for i, c in enumerate(order)}
+        comps = [c for c, _, _ in self.segments]
+        jumped = set()
+        h = self.health
+        for step, pre, post, has_post, _ in done:
+            if pre is None:
+                continue
+            now = self._fold(pre)
+            bad = [c for c, x in zip(comps, now) if not math.isfinite(x)]
+            if bad and not h._nonfinite_open and (health_step is None or step < health_step):
+                h._nonfinite_open = True
+                bad.sort(key=lambda c: rank.get(id(c), len(rank)))
+                events.append((step, bad[0].name, "unclassified", float(len(bad)), {
+                    "trigger": "non-finite weights before the forward pass of this step (per-step check; "
+                               "first in forward order)",
+                    "origin_known": len(bad) < len(comps), "nonfinite_components": [c.name[:64] for c in bad[:10]],
+                    "seen_at_step": health_step}))
+            if self.last_post is not None:
+                for c, before, after in zip(comps, self.last_post, now):
+                    if (id(c) not in jumped and math.isfinite(before) and math.isfinite(after) and before > 0
+                            and after >= JUMP_RATIO * before):
+                        jumped.add(id(c))
+                        events.append((step, c.name, "exploding", after / before, {
+                            "trigger": "weights jumped outside the optimizer: weight_norm grew between the end of "
+                                       "the last optimizer step and this step's forward pass",
+                            "weight_norm_before": before, "weight_norm_after": after,
+                            "seen_at_step": health_step}))
+            self.last_post = self._fold(post) if has_post and post is not None else None
+        return events
+
+
 class Health:
     """Per-component health hooks on `model`, reporting through `wl` (a warninglight Watch)."""
 
@@ -348,6 +490,9 @@ class Health:
         self._nonfinite_open = False
         self._warned = set()
         self.health_steps = 0
+        self._check = None  # per-step weight norms (_StepCheck), armed for the whole run
+        self._check_handles = []
+        self._check_post_by_log = True
         try:
             found = discover_components(model, components, max_components)
             self.components = [_Component(n, m, p) for n, m, p in found]
@@ -357,8 +502,60 @@ class Health:
                 self.off = True
                 return
             self._arm(None)
+            self._arm_step_check()
         except Exception as exc:
             self._fail(exc)
+
+    def _arm_step_check(self):
+        try:
+            check = _StepCheck(self, self.components, self.every)
+        except Exception as exc:  # e.g. a model split over devices: the health steps still run
+            log.warning("warninglight: health: no per-step weight check (%s); a NaN between health steps is named "
+                        "at the next one, without its step", exc)
+            return
+        self._check = check
+        if self.optimizer is not None and hasattr(self.optimizer, "register_step_post_hook"):
+            # Around each optimizer step: before it the weights are those its forward pass used (a Lightning
+            # training_step may never call the module's own forward, so a forward hook on it would not do).
+            self._check_handles.append(self.optimizer.register_step_pre_hook(self._check_pre_opt_hook))
+            self._check_handles.append(self.optimizer.register_step_post_hook(self._check_post_hook))
+            self._check_post_by_log = False
+        else:
+            self._check_handles.append(self.model.register_forward_pre_hook(self._check_pre_hook))
+            self._check_post_by_log = True
+
+    def _check_pre_hook(self, module, args):
+        check = self._check
+        if check is None or not check.want_pre or not self.model.training:
+            return
+        try:
+            check.before_forward()
+        except Exception as exc:
+            self._fail(exc)
+
+    def _check_pre_opt_hook(self, optimizer, args, kwargs):
+        check = self._check
+        if check is None or not check.want_pre:
+            return
+        try:
+            check.before_forward()
+        except Exception as exc:
+            self._fail(exc)
+
+    def _check_post_hook(self, optimizer, args, kwargs):
+        if self._check is None:
+            return
+        try:
+            self._check.after_update()
+        except Exception as exc:
+            self._fail(exc)
+
+    def _judge_steps(self, health_step=None):
+        """The per-step check's events (non-finite weights, weight jumps) up to now, sent at their own steps."""
+        if self._check is None:
+            return
+        for step, component, condition, magnitude, detail in self._check.judge(self._ordered(), health_step):
+            self.wl.event(step, component, condition, magnitude, detail)
 
     @property
     def names(self):
@@ -377,6 +574,10 @@ class Health:
             if prev is not None and step < prev:  # a restart re-sends steps: the cadence starts again
                 self._last_block = None
                 prev = None
+            if self._check is not None:
+                if self._check_post_by_log:
+                    self._check.after_update()
+                self._check.on_log(step, prev)
             block = step // self.every
             due = block != self._last_block and (step % self.every == 0 or (prev is not None and prev // self.every < block))
             if due:
@@ -392,8 +593,20 @@ class Health:
             self._fail(exc)
 
     def close(self):
+        try:
+            if not self.off:
+                self._judge_steps()  # what the steps after the last health step showed
+        except Exception as exc:
+            self._fail(exc)
         self._disarm()
+        self._remove_step_check()
         self.off = True
+
+    def _remove_step_check(self):
+        for h in self._check_handles:
+            h.remove()
+        self._check_handles = []
+        self._check = None
 
     # ---- arming -------------------------------------------------------------------------------------
     def _arm(self, step):
@@ -548,6 +761,7 @@ class Health:
         return list(first) + [c for c in self.components if id(c) not in seen]
 
     def _measure(self, step, metrics):
+        self._judge_steps(step)
         comps = self._ordered()
         vals, slots = [], []
 
@@ -767,5 +981,9 @@ class Health:
         log.warning("warninglight: health hooks switched off after an internal error (%r); training is unaffected", exc)
         try:
             self._disarm()
+        except Exception:
+            pass
+        try:
+            self._remove_step_check()
         except Exception:
             pass
