@@ -82,10 +82,12 @@ def signal_of(alert) -> int | None:
     rule = alert.rule
     if rule.kind == RuleKind.ABSENCE:
         return None  # missing data says nothing about where in the model a fault is
+    if rule.kind == RuleKind.WEIGHT_JUMP:
+        return WEIGHTS  # the component's own weights moved more than its optimizer could have moved them
     metric = alert.metric or ""
     if metric:
         if metric in ("weight_norm", "update_ratio") and "weight" in rule.name:
-            return WEIGHTS  # a weight-jump rule: the component's own weights moved more than the optimizer could
+            return WEIGHTS  # a weight rule of another kind reading these (a threshold on update_ratio named so)
         if metric in SIGNAL_OF_METRIC:
             return SIGNAL_OF_METRIC[metric]
         for prefix, signal in (("weight", WEIGHTS), ("act", ACTIVATIONS), ("grad", GRADIENTS)):

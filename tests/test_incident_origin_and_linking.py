@@ -45,10 +45,14 @@ def test_a_metrics_alert_is_named_before_an_event_of_the_same_signal():
     assert incidents.signal_of(event) == incidents.WEIGHTS
 
 
-def test_a_weight_jump_rule_reading_the_update_ratio_judges_the_weights():
-    jump = alert("update_ratio", "layers.3", rule="weight-jump", kind="threshold")
+def test_a_weight_jump_judges_the_weights():
+    jump = alert("weight_norm", "layers.3", rule="weight-jump", kind="weight_jump", magnitude=20)
+    overflow = alert("grad_norm", "layers.2", rule="nonfinite-gradients", magnitude=1)
+    loss = alert("loss", rule="loss-spike", kind="band", step=99, magnitude=80)
+    assert incidents.origin_of([loss, overflow, jump]) is jump
+    ratio_rule = alert("update_ratio", "layers.3", rule="update-weight-ratio", kind="threshold")
     grads = alert("grad_norm", "layers.1", step=99)
-    assert incidents.origin_of([grads, jump]) is jump
+    assert incidents.origin_of([grads, ratio_rule]) is ratio_rule
     assert incidents.signal_of(alert("update_ratio", "layers.3", rule="frozen-component")) == incidents.GRADIENTS
 
 

@@ -5,7 +5,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-BEFORE = [("alerts", "0005_rule_faults")]
+BEFORE = [("alerts", "0006_engine_weight_jump")]
 AFTER = [("alerts", "0007_incidents")]
 
 

@@ -66,7 +66,7 @@ def group_existing(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('alerts', '0005_rule_faults'),
+        ('alerts', '0006_engine_weight_jump'),
         ('ingest', '0003_event_ended_by'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
