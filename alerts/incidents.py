@@ -16,7 +16,8 @@ incident:
   then gradients, then loss, then the rest), then by the earliest first step,
   then by a metric's alert before an event's (the client's `unclassified`
   event may name the first component in forward order without knowing), then
-  by the magnitude beyond the band, then by creation order.
+  by the magnitude beyond the band (a non-finite value is beyond any), then by
+  creation order.
 - blast radius: the other (metric, component) pairs of its alerts.
 - severity: the highest permitted response among its alerts (in
   PermittedResponse's order: observe < notify < review < stop < rewind).
@@ -108,6 +109,8 @@ def origin_key(alert):
     signal = signal_of(alert)
     magnitude = alert.magnitude
     beyond = magnitude if magnitude is not None and not math.isnan(magnitude) else -math.inf
+    if alert.rule.kind == RuleKind.NONFINITE:
+        beyond = math.inf  # a non-finite value is beyond any band (its magnitude counts points, not distance)
     return (OTHER if signal is None else signal, alert.first_step, 0 if alert.metric else 1, -beyond, alert.pk)
 
 

@@ -25,9 +25,9 @@ def nan_in_one_weight(step, bad="layers.4", components=COMPONENTS, loss=True, he
     gradient norm and the loss, all non-finite (the component's own gradient too)."""
     points = [{"step": step, "metric": "loss", "value": "NaN"}] if loss else []
     if health:
-        for component in components:
+        for i, component in enumerate(components):  # the others' weights as healthy() has them
             points.append({"step": step, "metric": "weight_norm", "component": component,
-                           "value": "NaN" if component == bad else 10.0})
+                           "value": "NaN" if component == bad else 10.0 + i})
             points.append({"step": step, "metric": "grad_norm", "component": component, "value": "NaN"})
     return points
 

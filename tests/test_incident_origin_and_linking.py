@@ -32,9 +32,16 @@ def test_causal_order_comes_before_the_step_and_the_order_alerts_arrive_in():
 def test_then_the_earliest_step_then_the_magnitude_beyond_the_band():
     early, late = alert("grad_norm", "layers.1", step=100, magnitude=3), alert("grad_norm", "layers.2", step=101, magnitude=90)
     assert incidents.origin_of([late, early]) is early
-    small, big = alert("grad_norm", "layers.1", magnitude=12.0), alert("grad_norm", "layers.8", magnitude=40.0)
-    unknown = alert("grad_norm", "layers.3", magnitude=None)
+    band = {"rule": "gradient-explosion", "kind": "band"}
+    small, big = alert("grad_norm", "layers.1", magnitude=12.0, **band), alert("grad_norm", "layers.8", magnitude=40.0, **band)
+    unknown = alert("grad_norm", "layers.3", magnitude=None, **band)
     assert incidents.origin_of([small, unknown, big]) is big
+
+
+def test_a_non_finite_value_is_beyond_any_band():
+    nan = alert("weight_norm", "layers.4", magnitude=1)  # non-finite: its magnitude counts points in a row
+    jump = alert("weight_norm", "layers.9", rule="weight-jump", kind="weight_jump", magnitude=20)
+    assert incidents.origin_of([jump, nan]) is nan
 
 
 def test_a_metrics_alert_is_named_before_an_event_of_the_same_signal():
