@@ -162,22 +162,30 @@ def score(runs: list[dict], alerts_by_run: dict[str, list[dict]]) -> dict:
                 if inc["component"]:
                     loc_total += 1
                     loc_hits += bool(inc["localized"])
-    detected = sum(d for d, _ in by_kind.values())
     incidents = sum(t for _, t in by_kind.values())
     total_alerts = sum(m["alerts"] for m in matched)
     false_alerts = sum(m["false_alerts"] for m in matched)
-    benign = [m for m in matched if m["benign"]]
-    benign_alerted = sorted(m["run"] for m in benign if m["alerts"])
     return {
-        "runs": len(matched),
         "incidents": incidents,
-        "detected": detected,
-        "recall": _ratio(detected, incidents),
-        "recall_by_kind": {kind: {"detected": d, "incidents": t, "recall": _ratio(d, t)}
-                           for kind, (d, t) in sorted(by_kind.items())},
+        **_shared_figures(matched, by_kind, delays, loc_hits, loc_total, labelled_components, raised="alerts"),
         "alerts": total_alerts,
         "false_alerts": false_alerts,
         "false_alarm_share": _ratio(false_alerts, total_alerts),
+        "per_run": matched,
+    }
+
+
+def _shared_figures(matched, by_kind, delays, loc_hits, loc_total, labelled, raised) -> dict:
+    """The figures both levels report alike; `raised` names what a benign run must not have ("alerts", "incidents")."""
+    detected = sum(d for d, _ in by_kind.values())
+    benign = [m for m in matched if m["benign"]]
+    benign_alerted = sorted(m["run"] for m in benign if m[raised])
+    return {
+        "runs": len(matched),
+        "detected": detected,
+        "recall": _ratio(detected, sum(t for _, t in by_kind.values())),
+        "recall_by_kind": {kind: {"detected": d, "incidents": t, "recall": _ratio(d, t)}
+                           for kind, (d, t) in sorted(by_kind.items())},
         "benign_runs": len(benign),
         "benign_runs_alerted": len(benign_alerted),
         "benign_runs_alerted_names": benign_alerted,
@@ -187,8 +195,7 @@ def score(runs: list[dict], alerts_by_run: dict[str, list[dict]]) -> dict:
         "localization": _ratio(loc_hits, loc_total),
         "localized": loc_hits,
         "localization_incidents": loc_total,
-        "incidents_with_component": labelled_components,
-        "per_run": matched,
+        "incidents_with_component": labelled,
     }
 
 
@@ -328,33 +335,16 @@ def score_incidents(runs: list[dict], incidents_by_run: dict[str, list[dict]],
                 if f["component"]:
                     loc_total += 1
                     loc_hits += bool(f["localized"])
-    detected = sum(d for d, _ in by_kind.values())
     faults = sum(t for _, t in by_kind.values())
     total = sum(m["incidents"] for m in matched)
     false = sum(m["false_incidents"] for m in matched)
     sizes = [n for m in matched for n in m["alerts_per_incident"]]
-    benign = [m for m in matched if m["benign"]]
-    benign_alerted = sorted(m["run"] for m in benign if m["incidents"])
     return {
-        "runs": len(matched),
         "faults": faults,
-        "detected": detected,
-        "recall": _ratio(detected, faults),
-        "recall_by_kind": {kind: {"detected": d, "incidents": t, "recall": _ratio(d, t)}
-                           for kind, (d, t) in sorted(by_kind.items())},
+        **_shared_figures(matched, by_kind, delays, loc_hits, loc_total, labelled, raised="incidents"),
         "incidents": total,
         "false_incidents": false,
         "false_alarm_share": _ratio(false, total),
-        "benign_runs": len(benign),
-        "benign_runs_alerted": len(benign_alerted),
-        "benign_runs_alerted_names": benign_alerted,
-        "median_delay": statistics.median(delays) if delays else None,
-        "p90_delay": nearest_rank(delays, 90),
-        "delays": sorted(delays),
-        "localization": _ratio(loc_hits, loc_total),
-        "localized": loc_hits,
-        "localization_incidents": loc_total,
-        "incidents_with_component": labelled,
         "median_alerts_per_incident": statistics.median(sizes) if sizes else None,
         "max_alerts_per_incident": max(sizes) if sizes else None,
         "median_incidents_per_fault": statistics.median(per_fault) if per_fault else None,
