@@ -96,6 +96,15 @@ class Watch:
         `wl.log(step, component="layers.3", grad_norm=0.7)`. Never raises, never blocks."""
         if self._closed:
             return
+        if component is None and self._health is not None:
+            # Health first: its points (the causes) are queued before the step's loss (the symptom), so a
+            # flush between the two never lets the console see the loss of a step without its causes.
+            try:
+                given = {**metrics, **values} if isinstance(metrics, dict) and metrics else values
+                self._health.on_log(step, given)  # the values as given (tensors not converted)
+            except Exception:
+                log.exception("warninglight: the health hooks failed; they are switched off for this run")
+                self._disable_health()
         try:
             when = _time()
             append = self._queue.append
@@ -115,14 +124,6 @@ class Watch:
             self._last_step = step
         except Exception as exc:
             self._sender.reject("log", f"log() could not queue its points: {exc!r}")
-        if component is None and self._health is not None:
-            try:
-                if isinstance(metrics, dict) and metrics:
-                    values = {**metrics, **values} if values else metrics
-                self._health.on_log(step, values)  # the values as given (tensors not converted)
-            except Exception:
-                log.exception("warninglight: the health hooks failed; they are switched off for this run")
-                self._disable_health()
 
     def phase(self, name, step=None):
         """Queue a phase entry ("warmup", "steady", "lr_decay", "eval", "checkpoint", "data_refresh",
