@@ -194,16 +194,19 @@ def group_new_alerts(run, receipt=None, now=None) -> list[Incident]:
     from ingest.models import Run  # the run's row is the lock: every grouping of one run takes it first
 
     now = now or timezone.now()
+    touched_ids = set()
+    if receipt is not None:
+        # Incidents whose alerts this batch extended or resolved: their state, first step and origin follow.
+        touched_ids = set(
+            AlertChange.objects.filter(receipt=receipt, alert__incident__isnull=False)
+            .values_list("alert__incident_id", flat=True).distinct()
+        )
+    # Most batches change no alert: answer them without taking the run's row lock.
+    if not touched_ids and not Alert.objects.filter(run=run, incident__isnull=True).exists():
+        return []
     with transaction.atomic():
         Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True).first()
         new = list(Alert.objects.filter(run=run, incident__isnull=True).select_related("rule", "run"))
-        touched_ids = set()
-        if receipt is not None:
-            # Incidents whose alerts this batch extended or resolved: their state, first step and origin follow.
-            touched_ids = set(
-                AlertChange.objects.filter(receipt=receipt, alert__incident__isnull=False)
-                .values_list("alert__incident_id", flat=True).distinct()
-            )
         if not new and not touched_ids:
             return []
         open_incidents = list(
