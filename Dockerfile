@@ -6,6 +6,7 @@ COPY opsconsole ./opsconsole
 COPY ingest ./ingest
 COPY alerts ./alerts
 COPY runs ./runs
+COPY reviews ./reviews
 RUN pip install --no-cache-dir .
 COPY . .
 RUN SECRET_KEY=build ALLOWED_HOSTS=build python manage.py collectstatic --noinput -v 0

@@ -7,6 +7,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
+from alerts import signals
 from alerts.evaluation import evaluate_rules
 from alerts.incidents import group_new_alerts
 from ingest.models import Block, Run, RunStatus
@@ -34,3 +35,4 @@ def evaluate(receipt):
     if Run.objects.filter(pk=run.pk).exclude(status=status).update(status=status):
         publish_status(run, status, run.status)
     group_new_alerts(run, receipt, now)  # the batch's new alerts into incidents (alerts/incidents.py)
+    signals.batch_evaluated.send(sender=None, run=run, receipt=receipt, now=now)

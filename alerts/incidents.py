@@ -52,6 +52,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from alerts import signals
 from alerts.governance import HARD_INVARIANT_KINDS
 from alerts.models import (
     DEFAULT_INCIDENT_WINDOW_STEPS, Alert, AlertChange, AlertState, Incident, IncidentChange, IncidentChangeKind,
@@ -252,6 +253,9 @@ def group_new_alerts(run, receipt=None, now=None) -> list[Incident]:
             if members[pk] and (kinds := _summarize(incidents[pk], members[pk], now, receipt=receipt)):
                 _publish(incidents[pk], kinds, now)
                 changed.append(incidents[pk])
+        for alert in sorted(new, key=arrival_key):
+            # Announced once grouped, so a subscriber sees the alert's incident (e.g. a review that links both).
+            signals.alert_fired.send(sender=Alert, alert=alert, now=now)
         return changed
 
 

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "ingest",
     "alerts",
     "runs",
+    "reviews",
 ]
 
 MIDDLEWARE = [

@@ -168,3 +168,27 @@ def stored_counts():
 @pytest.fixture
 def vendor():
     return connection.vendor
+
+
+@pytest.fixture(autouse=True)
+def _sqlite_flush_passes_the_decision_log(request):
+    """On SQLite, a transactional test's reset empties tables with DELETE, which the decision log's triggers refuse.
+
+    PostgreSQL resets with TRUNCATE, which is not a row change, so there the triggers stay. On SQLite they
+    are dropped just before the reset (this fixture is set up after transactional_db, so it is torn down
+    before it) and put back for the next test.
+    """
+    if not ({"transactional_db", "live_server"} & set(request.fixturenames)) or connection.vendor != "sqlite":
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    from importlib import import_module
+
+    triggers = import_module("reviews.migrations.0002_decision_log_append_only")
+    with connection.cursor() as cursor:
+        for sql in triggers.SQLITE_UP:
+            cursor.execute(sql)
+    yield
+    with connection.cursor() as cursor:
+        for sql in triggers.SQLITE_DOWN:
+            cursor.execute(sql)

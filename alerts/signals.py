@@ -1,0 +1,12 @@
+"""What alerts announce, for apps that build on them (reviews subscribes in its AppConfig.ready).
+
+Alerts never import their subscribers. Receivers run inside the transaction that made the change, so what
+they write commits or rolls back with it; they must be quick and must not raise.
+"""
+from django.dispatch import Signal
+
+# An alert was created (evaluation, the silent-run sweep): alert (with rule and run loaded), now.
+alert_fired = Signal()
+
+# A batch of a run was evaluated: run, receipt, now. Step-based work due at the run's new last step goes here.
+batch_evaluated = Signal()

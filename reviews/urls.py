@@ -1,0 +1,25 @@
+"""The reviews app's routes: reviews, the decision log and the chronicle (API under /api/v1/, pages under /)."""
+from django.urls import path
+
+from reviews import api, pages
+
+api_urlpatterns = [
+    # --- reviews and the decision log
+    path("reviews/", api.ReviewListView.as_view(), name="reviews"),
+    path("reviews/<int:pk>/", api.ReviewDetailView.as_view(), name="review-detail"),
+    path("reviews/<int:pk>/steps/<int:number>/", api.ReviewStepView.as_view(), name="review-step"),
+    path("reviews/<int:pk>/comparison/", api.ReviewComparisonView.as_view(), name="review-comparison"),
+    path("reviews/<int:pk>/decision/", api.ReviewDecisionView.as_view(), name="review-decision"),
+    path("review-schedules/", api.ReviewScheduleView.as_view(), name="review-schedules"),
+    path("decisions/", api.LogEntryListView.as_view(), name="decisions"),
+    path("decisions/<int:pk>/", api.LogEntryDetailView.as_view(), name="decision-detail"),
+
+    # --- the chronicle and the postmortem
+]
+page_urlpatterns = [
+    # --- reviews and the decision log
+    path("reviews/<int:pk>/", pages.review, name="review"),
+    path("decisions/", pages.decision_log, name="decisions"),
+
+    # --- the chronicle and the postmortem
+]
