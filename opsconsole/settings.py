@@ -190,6 +190,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "alerts.tasks.sweep_unevaluated",
         "schedule": float(EVALUATION_SWEEP_SECONDS),
     },
+    "open-due-reviews": {
+        "task": "reviews.tasks.open_due_reviews",
+        "schedule": float(EVALUATION_SWEEP_SECONDS),
+    },
 }
 
 # redis-py's default read timeout (5 s) equals channels_redis's blocking receive (5 s):

@@ -1,39 +1,325 @@
-"""The reviews app's API: reviews and their steps, decisions and the decision log, the chronicle."""
+"""The reviews app's API: reviews and their steps, decisions and the decision log, the chronicle.
+
+Members of a project read; on-call and rule admins (`can_triage`, the helper the pages use too) open reviews,
+check steps, decide and write to the log; rule admins set a project's review schedule. A viewer or a project
+token acting gets 403, anyone outside the project 404. Bad input is a 400 naming the field. The log has no
+update or delete: a correction is a new entry (`corrects`).
+"""
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, serializers, status
+from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from ingest.contract import RUN_ID_RE
+from ingest.serializers import pattern_field, read_query
+from opsconsole.permissions import can_edit_rules, can_triage, visible_projects, visible_runs
+from opsconsole.rest import JsonTypesMixin
+from opsconsole.schema import errors
+from reviews import lifecycle
+from reviews.lifecycle import visible_reviews
+from reviews.log import entries_for, jsonl_lines
+from reviews.models import DecisionKind, LogEntry, Review, ReviewSchedule, ReviewState, ReviewTrigger
+from reviews.wire import entry_as_dict, review_as_dict, review_summary
+
+MAX_ID = 2**63 - 1
+
+
+def _acting(user, project):
+    if not can_triage(user, project):
+        raise exceptions.PermissionDenied(lifecycle.TRIAGE_DENIED)
+
+
+def _domain(call, *args, **kwargs):
+    """A domain rule's ValidationError as the API's 400 naming the field."""
+    try:
+        return call(*args, **kwargs)
+    except DjangoValidationError as exc:
+        raise exceptions.ValidationError(exc.message_dict) from None
 
 
 # --- reviews and the decision log
 
+_TEXT = {"max_length": lifecycle.MAX_TEXT}
+
+
+class ReviewQuerySerializer(serializers.Serializer):
+    run = pattern_field(RUN_ID_RE, "run", 128, required=False, help_text="run id")
+    project = serializers.SlugField(required=False, max_length=64, help_text="project slug")
+    state = serializers.ChoiceField(ReviewState.values, required=False)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+
+
+class ReviewCreateSerializer(JsonTypesMixin, serializers.Serializer):
+    run = pattern_field(RUN_ID_RE, "run", 128, help_text="the run to review")
+    comparison = pattern_field(RUN_ID_RE, "comparison", 128, required=False, allow_null=True,
+                               help_text="the run to compare with (default: the project's reference run)")
+
+
 class ReviewListView(APIView):
-    pass
+    @extend_schema(operation_id="reviews_list", parameters=[ReviewQuerySerializer], responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """Reviews of the runs the caller may see, newest first (filter by run, project, state)."""
+        query = read_query(request, ReviewQuerySerializer)
+        reviews = visible_reviews(request.user)
+        if query.get("run"):
+            reviews = reviews.filter(run__run_id=query["run"])
+        if query.get("project"):
+            reviews = reviews.filter(run__project__slug=query["project"])
+        if query.get("state"):
+            reviews = reviews.filter(state=query["state"])
+        return Response({"reviews": [review_summary(r) for r in reviews[: query["limit"]]]})
+
+    @extend_schema(operation_id="reviews_create", request=ReviewCreateSerializer,
+                   responses={201: OpenApiTypes.OBJECT, **errors(403, 404)})
+    def post(self, request):
+        """Start a review of a run by hand: steps 1-5 are filled from the stored data before the answer."""
+        body = _valid(ReviewCreateSerializer, request)
+        run = get_object_or_404(visible_runs(request.user), run_id=body["run"])
+        _acting(request.user, run.project)
+        comparison = None
+        if body.get("comparison"):
+            comparison = get_object_or_404(visible_runs(request.user), run_id=body["comparison"])
+            if comparison.project_id != run.project_id or comparison.pk == run.pk:
+                raise exceptions.ValidationError({"comparison": "another run of the same project"})
+        review = lifecycle.open_review(run, ReviewTrigger.MANUAL, by=request.user, comparison=comparison)
+        return Response(review_as_dict(review), status=status.HTTP_201_CREATED)
+
+
+def _valid(serializer_class, request) -> dict:
+    if not isinstance(request.data, dict):
+        raise exceptions.ValidationError({"": "the body must be a JSON object"})
+    body = serializer_class(data=request.data, context={"request": request})
+    body.is_valid(raise_exception=True)
+    return body.validated_data
+
+
+def _review(request, pk) -> Review:
+    return get_object_or_404(visible_reviews(request.user), pk=pk)
 
 
 class ReviewDetailView(APIView):
-    pass
+    @extend_schema(operation_id="reviews_retrieve", responses={200: OpenApiTypes.OBJECT, **errors(404)})
+    def get(self, request, pk):
+        """A review: its six steps as they were shown (state, findings, evidence), who did each and when, its decision."""
+        return Response(review_as_dict(_review(request, pk)))
+
+
+class StepCheckSerializer(JsonTypesMixin, serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True, **_TEXT)
 
 
 class ReviewStepView(APIView):
-    pass
+    @extend_schema(operation_id="reviews_check_step", request=StepCheckSerializer,
+                   responses={200: OpenApiTypes.OBJECT, **errors(403, 404)},
+                   description="Steps 1-5 can be checked while the review is open (400 naming `review` once decided).")
+    def post(self, request, pk, number):
+        """Record that the caller went through step `number` (1-5), with an optional note."""
+        review = _review(request, pk)
+        _acting(request.user, review.run.project)
+        body = _valid(StepCheckSerializer, request)
+        _domain(lifecycle.check_step, review, number, by=request.user, note=body.get("note", ""))
+        return Response(review_as_dict(review))
+
+
+class ComparisonSerializer(JsonTypesMixin, serializers.Serializer):
+    run = pattern_field(RUN_ID_RE, "run", 128, allow_null=True, help_text="another run of the project; null for none")
 
 
 class ReviewComparisonView(APIView):
-    pass
+    @extend_schema(operation_id="reviews_compare", request=ComparisonSerializer,
+                   responses={200: OpenApiTypes.OBJECT, **errors(403, 404)},
+                   description="Only while the review is open (400 naming `review` once decided).")
+    def post(self, request, pk):
+        """Compare with another run: steps 1-5 are filled again against it."""
+        review = _review(request, pk)
+        _acting(request.user, review.run.project)
+        body = _valid(ComparisonSerializer, request)
+        other = get_object_or_404(visible_runs(request.user), run_id=body["run"]) if body.get("run") else None
+        _domain(lifecycle.choose_comparison, review, other, by=request.user)
+        return Response(review_as_dict(_review(request, pk)))
+
+
+class EvidenceSerializer(serializers.Serializer):
+    label = serializers.CharField(max_length=300)
+    href = serializers.CharField(max_length=1000, help_text="a path in this console, starting with /")
+
+
+class NextReviewSerializer(serializers.Serializer):
+    step = serializers.IntegerField(required=False, min_value=0, max_value=2**53 - 1, help_text="after the run's newest step")
+    at = serializers.DateTimeField(required=False, help_text="a time in the future")
+    rule = serializers.SlugField(required=False, max_length=100, help_text="the next alert of this rule of the project")
+
+
+class LinksSerializer(serializers.Serializer):
+    alerts = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), required=False, max_length=200)
+    incidents = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), required=False, max_length=200)
+    reviews = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), required=False, max_length=200)
+    steps = serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=2**53 - 1), required=False, max_length=200)
+    runs = serializers.ListField(child=pattern_field(RUN_ID_RE, "run", 128), required=False, max_length=200)
+    evidence = EvidenceSerializer(many=True, required=False, max_length=200)
+
+
+class _EntryFields(JsonTypesMixin, serializers.Serializer):
+    observation = serializers.CharField(**_TEXT)
+    explanations = serializers.ListField(child=serializers.CharField(**_TEXT), min_length=1, max_length=lifecycle.MAX_EXPLANATIONS,
+                                         help_text="one or more competing explanations")
+    action = serializers.CharField(required=False, allow_blank=True, **_TEXT)
+    owner = serializers.CharField(required=False, allow_blank=True, max_length=300,
+                                  help_text="who owns what happens next (default: the project's owner)")
+    expected_next = serializers.CharField(required=False, allow_blank=True, help_text="the evidence expected next", **_TEXT)
+    links = LinksSerializer(required=False)
+    next_review = NextReviewSerializer(required=False, allow_null=True)
+
+
+class DecisionSerializer(_EntryFields):
+    decision = serializers.ChoiceField(DecisionKind.values)
+    evidence = EvidenceSerializer(many=True, required=False, max_length=200, help_text="picked from the steps' evidence")
+    artifacts_preserved = serializers.BooleanField(required=False, default=False,
+                                                   help_text="terminate: the reviewer confirms the artifacts are preserved")
+    accept_rewind = serializers.BooleanField(required=False, default=False,
+                                             help_text="intervene on an incident: record the proposed rewind")
+
+
+def _entry_fields(body) -> dict:
+    fields = {key: body[key] for key in ("observation", "explanations", "action", "owner", "expected_next") if key in body}
+    links = body.get("links")
+    fields["links"] = {k: [dict(e) for e in v] if k == "evidence" else v for k, v in links.items()} if links else None
+    trigger = body.get("next_review")
+    fields["next_review"] = {k: v.isoformat() if k == "at" else v for k, v in trigger.items()} if trigger else None
+    return fields
 
 
 class ReviewDecisionView(APIView):
-    pass
+    @extend_schema(operation_id="reviews_decide", request=DecisionSerializer,
+                   responses={201: OpenApiTypes.OBJECT, **errors(403, 404)},
+                   description="Decided once (400 naming `review` after that). Terminate needs artifacts_preserved=true; "
+                               "intervene needs the action; next_review.step after the run's newest step, next_review.at "
+                               "in the future, next_review.rule a rule of the project (400 naming the field otherwise).")
+    def post(self, request, pk):
+        """Step 6: continue, intervene or terminate, with the evidence and the next-review trigger; writes one log entry."""
+        review = _review(request, pk)
+        _acting(request.user, review.run.project)
+        body = _valid(DecisionSerializer, request)
+        entry = _domain(
+            lifecycle.decide, review, by=request.user, decision=body["decision"],
+            evidence=[dict(e) for e in body.get("evidence", [])], artifacts_preserved=body["artifacts_preserved"],
+            accept_rewind=body["accept_rewind"], **_entry_fields(body),
+        )
+        return Response({"review": review_as_dict(_review(request, pk)), "entry": entry_as_dict(entry)}, status=status.HTTP_201_CREATED)
+
+
+class ScheduleQuerySerializer(serializers.Serializer):
+    project = serializers.SlugField(required=False, max_length=64, help_text="project slug")
+
+
+class ScheduleSerializer(JsonTypesMixin, serializers.Serializer):
+    project = serializers.SlugField(max_length=64)
+    run = pattern_field(RUN_ID_RE, "run", 128, required=False, allow_null=True, help_text="a run's own schedule; absent for the project's")
+    every_steps = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=2**53 - 1)
+    every_hours = serializers.FloatField(required=False, allow_null=True, min_value=0.01, max_value=24 * 365)
+
+    def validate(self, data):
+        if data.get("every_steps") is None and data.get("every_hours") is None:
+            raise serializers.ValidationError({"every_steps": "give every_steps, every_hours or both"})
+        return data
+
+
+def schedule_as_dict(schedule) -> dict:
+    return {"project": schedule.project.slug, "run": schedule.run.run_id if schedule.run_id else None,
+            "every_steps": schedule.every_steps, "every_hours": schedule.every_hours, "updated_at": schedule.updated_at}
 
 
 class ReviewScheduleView(APIView):
-    pass
+    @extend_schema(operation_id="review_schedules_list", parameters=[ScheduleQuerySerializer], responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """Review schedules: a project's (every run) and runs' own, which replace it."""
+        query = read_query(request, ScheduleQuerySerializer)
+        schedules = ReviewSchedule.objects.filter(project__in=visible_projects(request.user)).select_related("project", "run")
+        if query.get("project"):
+            schedules = schedules.filter(project__slug=query["project"])
+        return Response({"schedules": [schedule_as_dict(s) for s in schedules.order_by("project__slug", "id")]})
+
+    @extend_schema(operation_id="review_schedules_set", request=ScheduleSerializer,
+                   responses={200: OpenApiTypes.OBJECT, **errors(403, 404)})
+    def put(self, request):
+        """Set a project's schedule (rule admins) or a run's own (on-call and rule admins): every N steps and/or H hours."""
+        body = _valid(ScheduleSerializer, request)
+        project = get_object_or_404(visible_projects(request.user), slug=body["project"])
+        run = None
+        if body.get("run"):
+            run = get_object_or_404(visible_runs(request.user).filter(project=project), run_id=body["run"])
+            _acting(request.user, project)
+        elif not can_edit_rules(request.user, project):
+            raise exceptions.PermissionDenied("a project's review schedule is set by its rule admins")
+        schedule, _ = ReviewSchedule.objects.update_or_create(
+            project=project, run=run,
+            defaults={"every_steps": body.get("every_steps"), "every_hours": body.get("every_hours"), "updated_by": request.user},
+        )
+        return Response(schedule_as_dict(schedule))
+
+
+class LogQuerySerializer(serializers.Serializer):
+    run = pattern_field(RUN_ID_RE, "run", 128, required=False, help_text="run id")
+    project = serializers.SlugField(required=False, max_length=64, help_text="project slug")
+    decision = serializers.ChoiceField([*DecisionKind.values, "none"], required=False,
+                                       help_text="none: entries written on a run, outside a review")
+    owner = serializers.CharField(required=False, max_length=300)
+    since = serializers.DateTimeField(required=False)
+    until = serializers.DateTimeField(required=False)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=200)
+    format = serializers.ChoiceField(["json", "jsonl"], required=False, default="json",
+                                     help_text="jsonl: every matching entry, one JSON object per line, streamed")
+
+
+class LogEntryCreateSerializer(_EntryFields):
+    run = pattern_field(RUN_ID_RE, "run", 128)
+    corrects = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="the id of the entry this one corrects")
 
 
 class LogEntryListView(APIView):
-    pass
+    @extend_schema(operation_id="decisions_list", parameters=[LogQuerySerializer],
+                   responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="entries, oldest first; with format=jsonl "
+                                                   "an application/x-ndjson stream of them")})
+    def get(self, request):
+        """The decision log of the runs the caller may see, filtered by run, project, decision, owner and time."""
+        query = read_query(request, LogQuerySerializer)
+        entries = entries_for(request.user, **{k: query.get(k) for k in ("run", "project", "decision", "owner", "since", "until")})
+        if query["format"] == "jsonl":
+            response = StreamingHttpResponse(jsonl_lines(entries), content_type="application/x-ndjson")
+            response["Content-Disposition"] = 'attachment; filename="decision-log.jsonl"'
+            return response
+        return Response({"entries": [entry_as_dict(e) for e in entries[: query["limit"]]]})
+
+    @extend_schema(operation_id="decisions_create", request=LogEntryCreateSerializer,
+                   responses={201: OpenApiTypes.OBJECT, **errors(403, 404)},
+                   description="`corrects` names an entry of the same run; links name alerts, incidents, reviews and runs of "
+                               "the run's project; next_review as for a decision (400 naming the field otherwise).")
+    def post(self, request):
+        """Append an entry to a run's decision log (observation, explanations, action, owner, evidence expected next, links)."""
+        body = _valid(LogEntryCreateSerializer, request)
+        run = get_object_or_404(visible_runs(request.user), run_id=body["run"])
+        _acting(request.user, run.project)
+        corrects = None
+        if body.get("corrects"):
+            corrects = LogEntry.objects.filter(pk=body["corrects"], run__project__in=visible_projects(request.user)).first()
+            if corrects is None:
+                raise exceptions.ValidationError({"corrects": "no such entry in the log"})
+        entry = _domain(lifecycle.write_entry, run, by=request.user, corrects=corrects, **_entry_fields(body))
+        return Response(entry_as_dict(entry), status=status.HTTP_201_CREATED)
 
 
 class LogEntryDetailView(APIView):
-    pass
+    @extend_schema(operation_id="decisions_retrieve", responses={200: OpenApiTypes.OBJECT, **errors(404)})
+    def get(self, request, pk):
+        """One entry, with the entries that correct it."""
+        entry = get_object_or_404(
+            LogEntry.objects.filter(project__in=visible_projects(request.user)).select_related("project", "run", "author"), pk=pk
+        )
+        return Response(entry_as_dict(entry))
 
 
 # --- the chronicle and the postmortem

@@ -1,17 +1,190 @@
-"""The reviews app's pages: a review, the decision log, a run's chronicle and a project's interruptions."""
-from django.contrib.auth.decorators import login_required
+"""The reviews app's pages: a review, the decision log, a run's chronicle and a project's interruptions.
 
+Forms post here and the domain (reviews/lifecycle.py) decides; a refused form is shown again with the
+field named, a done one redirects (so a reload never posts twice).
+"""
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from alerts.models import Rule
+from ingest.models import Run
+from opsconsole.permissions import can_triage, visible_projects, visible_runs
+from reviews import lifecycle
+from reviews.forms import CheckForm, DecisionForm, EntryForm, LogFilterForm
+from reviews.log import entries_for
+from reviews.models import LogEntry, ReviewState, ReviewTrigger
+from reviews.lifecycle import visible_reviews
 
 # --- reviews and the decision log
 
-@login_required
-def review(request, pk):
-    raise NotImplementedError
+
+def _review_or_404(request, pk):
+    return get_object_or_404(visible_reviews(request.user), pk=pk)
+
+
+def _acting(request, project):
+    if not can_triage(request.user, project):
+        raise PermissionDenied(lifecycle.TRIAGE_DENIED)
+
+
+def _step_evidence(steps):
+    """Every piece of evidence of steps 1-5, numbered "<step>.<index>" for the decision form's choices."""
+    return [(f"{s.number}.{i}", s.number, e) for s in steps if s.number <= 5 for i, e in enumerate(s.evidence or [])]
 
 
 @login_required
-def decision_log(request):
-    raise NotImplementedError
+def review(request, pk, decision_form=None, status=200):
+    review = _review_or_404(request, pk)
+    steps = list(review.steps.select_related("checked_by"))
+    evidence = _step_evidence(steps)
+    may_act = can_triage(request.user, review.run.project)
+    form = decision_form or DecisionForm(
+        evidence=evidence, rules=_rule_names(review.run), initial={"owner": review.run.project.owner_name}
+    )
+    comparisons = Run.objects.filter(project=review.run.project).exclude(pk=review.run_id).order_by("-reference", "run_id")[:200]
+    return render(request, "reviews/review.html", {
+        "review": review,
+        "run": review.run,
+        "steps": steps,
+        "decision_form": form,
+        "may_act": may_act and review.state == ReviewState.OPEN,
+        "activity": review.activity.select_related("by"),
+        "entry": LogEntry.objects.filter(review=review).first(),
+        "comparisons": comparisons,
+        "last_checkpoint": _last_checkpoint(review.run),
+        "rewind": lifecycle.proposed_rewind(review) if review.state == ReviewState.OPEN else None,
+        "intervene_warning": lifecycle.INTERVENE_WARNING,
+        "trigger_words": lifecycle.TRIGGER_WORDS[review.trigger],
+    }, status=status)
+
+
+def _last_checkpoint(run):
+    from reviews.checks import last_checkpoint_step
+
+    return last_checkpoint_step(run)
+
+
+def _rule_names(run):
+    return list(Rule.objects.filter(project=run.project_id).order_by("name").values_list("name", flat=True))
+
+
+@login_required
+@require_POST
+def review_start(request):
+    run = get_object_or_404(visible_runs(request.user), run_id=request.POST.get("run", ""))
+    _acting(request, run.project)
+    started = lifecycle.open_review(run, ReviewTrigger.MANUAL, by=request.user)
+    return redirect("console:review", pk=started.pk)
+
+
+@login_required
+@require_POST
+def review_check(request, pk, number):
+    review = _review_or_404(request, pk)
+    _acting(request, review.run.project)
+    form = CheckForm(request.POST)
+    try:
+        if not form.is_valid():
+            raise ValidationError(form.errors.get_json_data())
+        lifecycle.check_step(review, number, by=request.user, note=form.cleaned_data["note"])
+        messages.success(request, f"Step {number} checked.")
+    except ValidationError as exc:
+        messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in _errors(exc).items()))
+    return redirect(reverse("console:review", args=[pk]) + f"#step-{number}")
+
+
+@login_required
+@require_POST
+def review_compare(request, pk):
+    review = _review_or_404(request, pk)
+    _acting(request, review.run.project)
+    run_id = request.POST.get("comparison", "")
+    other = get_object_or_404(visible_runs(request.user), run_id=run_id) if run_id else None
+    try:
+        lifecycle.choose_comparison(review, other, by=request.user)
+        messages.success(request, f"Compared with {other.run_id}." if other else "No comparison run.")
+    except ValidationError as exc:
+        messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in _errors(exc).items()))
+    return redirect("console:review", pk=pk)
+
+
+@login_required
+@require_POST
+def review_decide(request, pk):
+    review_row = _review_or_404(request, pk)
+    _acting(request, review_row.run.project)
+    evidence = _step_evidence(list(review_row.steps.all()))
+    form = DecisionForm(request.POST, evidence=evidence, rules=_rule_names(review_row.run))
+    if form.is_valid():
+        try:
+            entry = lifecycle.decide(review_row, by=request.user, **form.domain_fields())
+        except ValidationError as exc:
+            form.add_domain_errors(exc)
+        else:
+            messages.success(request, f"Decision recorded: {entry.decision} (log entry #{entry.pk}).")
+            return redirect("console:review", pk=pk)
+    return review(request, pk, decision_form=form, status=400)
+
+
+def _errors(exc):
+    return exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
+
+
+@login_required
+def decision_log(request, entry_form=None, status=200):
+    filters = LogFilterForm(request.GET)
+    chosen = filters.cleaned_data if filters.is_valid() else {}
+    entries = entries_for(request.user, **{k: chosen.get(k) or None for k in ("run", "project", "decision", "owner", "since", "until")})
+    run = None
+    if chosen.get("run"):
+        run = visible_runs(request.user).filter(run_id=chosen["run"]).first()
+    may_write = run is not None and can_triage(request.user, run.project)
+    if may_write and entry_form is None:
+        corrects = request.GET.get("corrects")
+        entry_form = EntryForm(rules=_rule_names(run), initial={
+            "owner": run.project.owner_name, "corrects": corrects if corrects and corrects.isdigit() else None,
+        })
+    export = request.GET.copy()
+    export["format"] = "jsonl"
+    return render(request, "reviews/decisions.html", {
+        "entries": list(entries[:500]),
+        "filters": filters,
+        "filter_errors": filters.errors if filters.is_bound and not filters.is_valid() else None,
+        "projects": visible_projects(request.user).order_by("slug"),
+        "run": run,
+        "entry_form": entry_form if may_write else None,
+        "export_url": reverse("api:decisions") + "?" + export.urlencode(),
+        "reviews": visible_reviews(request.user).filter(run=run)[:50] if run else [],
+    }, status=status)
+
+
+@login_required
+@require_POST
+def decision_write(request):
+    run = get_object_or_404(visible_runs(request.user), run_id=request.POST.get("run", ""))
+    _acting(request, run.project)
+    form = EntryForm(request.POST, rules=_rule_names(run))
+    if form.is_valid():
+        corrects = None
+        if form.cleaned_data.get("corrects"):
+            corrects = LogEntry.objects.filter(pk=form.cleaned_data["corrects"], run=run).first()
+            if corrects is None:
+                form.add_error("corrects", f"no entry #{form.cleaned_data['corrects']} in this run's log")
+        if form.is_valid():
+            try:
+                entry = lifecycle.write_entry(run, by=request.user, corrects=corrects, **form.domain_fields())
+            except ValidationError as exc:
+                form.add_domain_errors(exc)
+            else:
+                messages.success(request, f"Log entry #{entry.pk} written.")
+                return redirect(reverse("console:decisions") + f"?run={run.run_id}#entry-{entry.pk}")
+    request.GET = request.GET.copy()
+    request.GET["run"] = run.run_id
+    return decision_log(request, entry_form=form, status=400)
 
 
 # --- the chronicle and the postmortem

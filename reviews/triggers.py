@@ -1,9 +1,109 @@
-"""When reviews open by themselves: an alert of a `review` rule, a schedule, or a decision's next-review trigger."""
+"""When reviews open by themselves: an alert of a `review` rule, a schedule, or a decision's next-review trigger.
+
+Each opens a review once: its due_key ("incident:<id>", "alert:<id>", "steps:<step>", "hours:<n>",
+"entry:<id>") is unique per run, so evaluation, the periodic task and a retried task can all try without
+opening a second one. Steps 1-5 are filled after the trigger's transaction commits (reviews/tasks.py).
+"""
+from __future__ import annotations
+
+import logging
+import math
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from alerts.models import PermittedResponse
+from ingest.models import Run, RunStatus
+from reviews.models import LogEntry, Review, ReviewSchedule, ReviewTrigger
+
+log = logging.getLogger(__name__)
+
+
+def _opened(review):
+    if review is not None:
+        from reviews.tasks import queue_fill
+
+        transaction.on_commit(lambda: queue_fill(review.pk))
+    return review
+
+
+def _open(run, trigger, due_key, now, **fields):
+    from reviews.lifecycle import open_review
+
+    return _opened(open_review(run, trigger, due_key=due_key, fill_now=False, now=now, **fields))
 
 
 def review_for_fired_alert(sender, alert, now, **kwargs):
-    pass
+    """alerts.signals.alert_fired: a `review` rule's alert opens a review (one per incident), and so does the
+    next alert of a rule a decision named as its next-review trigger."""
+    run = alert.run
+    if alert.rule.permitted_response == PermittedResponse.REVIEW:
+        key = f"incident:{alert.incident_id}" if alert.incident_id else f"alert:{alert.pk}"
+        _open(run, ReviewTrigger.ALERT, key, now, alert=alert, incident=alert.incident,
+              detail={"rule": alert.rule.name, "alert": alert.pk, "component": alert.component, "step": alert.fired_step})
+    for entry in _waiting_entries(run).filter(next_review__rule=alert.rule.name):
+        _open(run, ReviewTrigger.NEXT_REVIEW, f"entry:{entry.pk}", now, alert=alert, incident=alert.incident,
+              detail={"entry": entry.pk, "rule": alert.rule.name, "alert": alert.pk})
 
 
 def reviews_due_after_batch(sender, run, receipt, now, **kwargs):
-    pass
+    """alerts.signals.batch_evaluated: reviews due at the run's newest step (a schedule's or a decision's)."""
+    run.refresh_from_db(fields=["last_step", "max_step"])
+    step = run.last_step
+    if step is None:
+        return
+    schedule = schedule_of(run)
+    if schedule is not None and schedule.every_steps:
+        due = (step // schedule.every_steps) * schedule.every_steps
+        if due > 0:
+            _open(run, ReviewTrigger.SCHEDULE, f"steps:{due}", now,
+                  detail={"every_steps": schedule.every_steps, "due_step": due})
+    for entry in _waiting_entries(run).filter(next_review__step__lte=step):
+        _open(run, ReviewTrigger.NEXT_REVIEW, f"entry:{entry.pk}", now,
+              detail={"entry": entry.pk, "step": entry.next_review["step"]})
+
+
+def _waiting_entries(run):
+    """The run's log entries with a next-review trigger whose review has not opened yet."""
+    opened = Review.objects.filter(run=run, due_key__startswith="entry:").values_list("due_key", flat=True)
+    return LogEntry.objects.filter(run=run, next_review__isnull=False).exclude(
+        pk__in=[int(key.split(":", 1)[1]) for key in opened]
+    )
+
+
+def schedule_of(run) -> ReviewSchedule | None:
+    """The run's own schedule, else its project's."""
+    schedules = {s.run_id: s for s in ReviewSchedule.objects.filter(project_id=run.project_id).filter(run__isnull=True)
+                 | ReviewSchedule.objects.filter(run=run)}
+    return schedules.get(run.pk) or schedules.get(None)
+
+
+def open_due_reviews(now=None) -> int:
+    """The periodic task's part: hourly schedules and next-review times that came due. Returns how many opened."""
+    now = now or timezone.now()
+    opened = 0
+    hourly = ReviewSchedule.objects.filter(every_hours__isnull=False)
+    projects = set(hourly.filter(run__isnull=True).values_list("project_id", flat=True))
+    runs_with_own = set(ReviewSchedule.objects.filter(run__isnull=False).values_list("run_id", flat=True))
+    candidates = Run.objects.exclude(status=RunStatus.FINISHED).filter(
+        project_id__in=projects
+    ) | Run.objects.exclude(status=RunStatus.FINISHED).filter(pk__in=hourly.filter(run__isnull=False).values("run_id"))
+    for run in candidates.select_related("project").distinct():
+        schedule = schedule_of(run)
+        if schedule is None or not schedule.every_hours or (run.pk in runs_with_own and schedule.run_id != run.pk):
+            continue
+        hours = (now - run.created_at).total_seconds() / 3600
+        due = math.floor(hours / schedule.every_hours)
+        if due >= 1:
+            with transaction.atomic():
+                if _open(run, ReviewTrigger.SCHEDULE, f"hours:{due * schedule.every_hours:g}", now,
+                         detail={"every_hours": schedule.every_hours, "due_hours": due * schedule.every_hours}):
+                    opened += 1
+    for entry in LogEntry.objects.filter(next_review__has_key="at").select_related("run__project"):
+        at = entry.next_review.get("at")
+        if at and datetime.fromisoformat(at) <= now and not Review.objects.filter(run=entry.run, due_key=f"entry:{entry.pk}").exists():
+            with transaction.atomic():
+                if _open(entry.run, ReviewTrigger.NEXT_REVIEW, f"entry:{entry.pk}", now, detail={"entry": entry.pk, "at": at}):
+                    opened += 1
+    return opened

@@ -18,8 +18,13 @@ api_urlpatterns = [
 ]
 page_urlpatterns = [
     # --- reviews and the decision log
+    path("reviews/new/", pages.review_start, name="review-start"),
     path("reviews/<int:pk>/", pages.review, name="review"),
+    path("reviews/<int:pk>/steps/<int:number>/", pages.review_check, name="review-check"),
+    path("reviews/<int:pk>/comparison/", pages.review_compare, name="review-compare"),
+    path("reviews/<int:pk>/decision/", pages.review_decide, name="review-decide"),
     path("decisions/", pages.decision_log, name="decisions"),
+    path("decisions/new/", pages.decision_write, name="decision-write"),
 
     # --- the chronicle and the postmortem
 ]

@@ -69,7 +69,7 @@ def first_trouble(alerts):
 
 
 def run_page(run) -> dict:
-    alerts = list(Alert.objects.filter(run=run).select_related("rule", "run").order_by("first_step", "id"))
+    alerts = list(Alert.objects.filter(run=run).select_related("rule", "run").prefetch_related("reviews").order_by("first_step", "id"))
     trouble = first_trouble(alerts)
     never = float("inf")
     series = list(Series.objects.filter(run=run).order_by("metric", "component"))
@@ -125,4 +125,6 @@ def run_page(run) -> dict:
         ],
         "attempts": list(run.attempts.order_by("number")),
         "chart": chart,
+        "reviews": list(run.reviews.select_related("opened_by").order_by("-opened_at", "-id")[:10]),
+        "decisions": run.log_entries.count(),
     }

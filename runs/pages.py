@@ -2,7 +2,7 @@
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
-from opsconsole.permissions import visible_runs
+from opsconsole.permissions import can_triage, visible_runs
 from runs.detail import run_page
 from runs.summary import runs_list
 
@@ -16,4 +16,4 @@ def runs(request):
 @login_required
 def run_detail(request, run_id):
     run = get_object_or_404(visible_runs(request.user), run_id=run_id)
-    return render(request, "runs/run.html", run_page(run))
+    return render(request, "runs/run.html", {**run_page(run), "may_review": can_triage(request.user, run.project)})

@@ -9,3 +9,9 @@ register = template.Library()
 def console_link(url):
     """`{{ rule.diagnostic_url|console_link }}`: alerts.starter.console_link."""
     return _console_link(url)
+
+
+@register.filter
+def item(mapping, key):
+    """`{{ row|item:key }}`: a dict's value by a key held in a variable (None when absent)."""
+    return mapping.get(key) if isinstance(mapping, dict) else None
