@@ -49,5 +49,5 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("reviews", "0001_reviews")]
+    dependencies = [("reviews", "0001_initial")]
     operations = [migrations.RunPython(forwards, backwards)]
