@@ -262,7 +262,7 @@ def _by_incident(alerts, may_act, failed_on):
     ids = {a.incident_id for a in alerts if a.incident_id is not None}
     found = {
         i.pk: i for i in Incident.objects.filter(pk__in=ids).select_related("run__project", "origin__rule")
-        .annotate(alert_count=Count("alerts"))
+        .annotate(alert_count=Count("alerts")).prefetch_related("reviews")  # reviews that opened on it (reviews app)
     }
     entries, placed = [], {}
     for alert in alerts:

@@ -5,13 +5,16 @@ check steps, decide and write to the log; rule admins set a project's review sch
 token acting gets 403, anyone outside the project 404. Bad input is a 400 naming the field. The log has no
 update or delete: a correction is a new entry (`corrects`).
 """
+import orjson
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
+from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from ingest.contract import RUN_ID_RE
@@ -280,7 +283,20 @@ class LogEntryCreateSerializer(_EntryFields):
     corrects = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="the id of the entry this one corrects")
 
 
+class JsonLinesRenderer(BaseRenderer):
+    """`?format=jsonl` picks this renderer (DRF reads `format` as the renderer's name); the view streams the lines
+    itself, and an error answered under it is one JSON line."""
+
+    media_type = "application/x-ndjson"
+    format = "jsonl"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return orjson.dumps(data, default=str) + b"\n"
+
+
 class LogEntryListView(APIView):
+    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, JsonLinesRenderer]
+
     @extend_schema(operation_id="decisions_list", parameters=[LogQuerySerializer],
                    responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="entries, oldest first; with format=jsonl "
                                                    "an application/x-ndjson stream of them")})
