@@ -48,6 +48,26 @@ STEP_TITLES = {
 }
 
 
+def rewind_words(rewind: dict | None) -> str:
+    """The rewind proposal in one sentence, as the review page and the log show it."""
+    if not rewind:
+        return ""
+    text = (f"Rewind to the checkpoint at step {rewind['checkpoint_step']}, at least {rewind['margin']} steps before the "
+            f"onset at step {rewind['onset_step']}: {rewind['steps_redone']:,} steps redone")
+    nearer, difference = rewind.get("alert_checkpoint_step"), rewind.get("fewer_steps_than_alert_checkpoint")
+    if nearer is not None and difference is not None:
+        if difference >= 0:
+            text += f", {difference:,} fewer than rewinding to step {nearer}, the last checkpoint before the alert"
+        else:
+            text += f", {-difference:,} more than rewinding to step {nearer}, the last checkpoint before the alert"
+        if rewind.get("alert_checkpoint_after_onset"):
+            text += " (which already holds the fault: it was saved after the onset)"
+    skip = rewind.get("skip_batches") or {}
+    if skip:
+        text += f"; skip the batches of steps {skip['from_step']}-{skip['to_step']} ({skip['count']:,} steps)"
+    return text + "."
+
+
 class ReviewSchedule(models.Model):
     """When reviews open by themselves: a project's default (run empty) or one run's own setting.
 
@@ -196,3 +216,7 @@ class LogEntry(models.Model):
 
     def __str__(self):
         return f"log entry #{self.pk} on {self.run_id}"
+
+    @property
+    def rewind_words(self) -> str:
+        return rewind_words(self.rewind)

@@ -40,6 +40,8 @@ def _step_evidence(steps):
 def review(request, pk, decision_form=None, status=200):
     review = _review_or_404(request, pk)
     steps = list(review.steps.select_related("checked_by"))
+    for step in steps:
+        step.facts = _facts(step.findings)
     evidence = _step_evidence(steps)
     may_act = can_triage(request.user, review.run.project)
     form = decision_form or DecisionForm(
@@ -56,10 +58,26 @@ def review(request, pk, decision_form=None, status=200):
         "entry": LogEntry.objects.filter(review=review).first(),
         "comparisons": comparisons,
         "last_checkpoint": _last_checkpoint(review.run),
-        "rewind": lifecycle.proposed_rewind(review) if review.state == ReviewState.OPEN else None,
+        "rewind": lifecycle.rewind_words(lifecycle.proposed_rewind(review)) if review.state == ReviewState.OPEN else None,
         "intervene_warning": lifecycle.INTERVENE_WARNING,
         "trigger_words": lifecycle.TRIGGER_WORDS[review.trigger],
     }, status=status)
+
+
+TABLE_KEYS = ("columns", "rows", "sections")
+
+
+def _facts(findings) -> list[tuple[str, str]]:
+    """A step's findings beyond its tables, as (name, value) lines: scalars as they are, small objects flattened."""
+    facts = []
+    for key, value in (findings or {}).items():
+        if key in TABLE_KEYS or value in (None, "", [], {}):
+            continue
+        if isinstance(value, dict):
+            facts += [(f"{key} {k}".replace("_", " "), v) for k, v in value.items() if not isinstance(v, (dict, list)) and v is not None]
+        elif not isinstance(value, list):
+            facts.append((key.replace("_", " "), value))
+    return facts
 
 
 def _last_checkpoint(run):
