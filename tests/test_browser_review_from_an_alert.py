@@ -64,3 +64,13 @@ def test_a_reviewer_goes_from_the_alert_to_a_saved_decision(browser, console_ser
     page.wait_for_selector(f"#entry-{entry.pk}")
     assert "One NaN loss at step 180" in page.inner_text(f"#entry-{entry.pk}")
     screenshot(page, "decision-log")
+
+
+def test_an_evidence_link_opens_the_run_page_at_its_step_range(browser, console_server, alerted_run, owner):
+    page = log_in(browser, console_server, "olivia", "pw-olivia")
+    page.goto(console_server.url + "/runs/llama-ft-9/?metric=grad_norm&component=layers.1&start=150&end=199")
+    page.wait_for_selector(".chart-focus[data-drawn='1']")
+    assert page.evaluate("document.body.dataset.linkedRange") == "150-199"
+    assert page.evaluate("document.body.dataset.linkedChart") == "grad_norm@layers.1"
+    steps = page.evaluate("[].concat(...document.querySelector('.chart-focus').data.map((t) => t.x || []))")
+    assert steps and min(steps) >= 150 and max(steps) <= 199

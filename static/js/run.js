@@ -207,6 +207,19 @@
     charts.push({ el, metric: el.dataset.metric, component: el.dataset.component || "", small: el.classList.contains("chart-small"),
                   big: el.classList.contains("chart-big"), visible: false, bound: false });
   });
+  // A link into the run at a step range (a review's evidence, a log entry): ?metric=&component=&start=&end=
+  // opens every chart at that range and brings the named series' chart into view.
+  const asked = new URLSearchParams(window.location.search);
+  const askedStart = Number(asked.get("start")), askedEnd = Number(asked.get("end"));
+  if (asked.get("start") !== null && asked.get("end") !== null && Number.isFinite(askedStart) && Number.isFinite(askedEnd) && askedEnd >= askedStart) {
+    range = [askedStart, askedEnd];
+    document.body.dataset.linkedRange = askedStart + "-" + askedEnd;
+  }
+  if (asked.get("metric")) {
+    const focus = charts.find((c) => c.metric === asked.get("metric") && c.component === (asked.get("component") || ""))
+      || charts.find((c) => c.metric === asked.get("metric"));
+    if (focus) { focus.el.classList.add("chart-focus"); focus.el.scrollIntoView({ block: "center" }); document.body.dataset.linkedChart = focus.metric + "@" + focus.component; }
+  }
   // What is on screen first, then the rest one after another, so the first chart is never kept waiting.
   const observer = new IntersectionObserver((entries) => {
     for (const entry of entries) {
