@@ -7,10 +7,11 @@ update or delete: a correction is a new entry (`corrects`).
 """
 import orjson
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import RegexValidator
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
@@ -47,6 +48,8 @@ def _domain(call, *args, **kwargs):
 # --- reviews and the decision log
 
 _TEXT = {"max_length": lifecycle.MAX_TEXT}
+# Said text: at least one character that is not white space (the schema says so as a pattern).
+_SAID = {**_TEXT, "min_length": 1, "validators": [RegexValidator(r"\S", "must not be blank")]}
 
 
 class ReviewQuerySerializer(serializers.Serializer):
@@ -117,6 +120,8 @@ class StepCheckSerializer(JsonTypesMixin, serializers.Serializer):
 
 class ReviewStepView(APIView):
     @extend_schema(operation_id="reviews_check_step", request=StepCheckSerializer,
+                   parameters=[OpenApiParameter("number", int, OpenApiParameter.PATH, description="the step, 1 to 5",
+                                                enum=[1, 2, 3, 4, 5])],
                    responses={200: OpenApiTypes.OBJECT, **errors(403, 404)},
                    description="Steps 1-5 can be checked while the review is open (400 naming `review` once decided).")
     def post(self, request, pk, number):
@@ -167,8 +172,8 @@ class LinksSerializer(serializers.Serializer):
 
 
 class _EntryFields(JsonTypesMixin, serializers.Serializer):
-    observation = serializers.CharField(**_TEXT)
-    explanations = serializers.ListField(child=serializers.CharField(**_TEXT), min_length=1, max_length=lifecycle.MAX_EXPLANATIONS,
+    observation = serializers.CharField(**_SAID)
+    explanations = serializers.ListField(child=serializers.CharField(**_SAID), min_length=1, max_length=lifecycle.MAX_EXPLANATIONS,
                                          help_text="one or more competing explanations")
     action = serializers.CharField(required=False, allow_blank=True, **_TEXT)
     owner = serializers.CharField(required=False, allow_blank=True, max_length=300,
@@ -247,7 +252,8 @@ class ReviewScheduleView(APIView):
         return Response({"schedules": [schedule_as_dict(s) for s in schedules.order_by("project__slug", "id")]})
 
     @extend_schema(operation_id="review_schedules_set", request=ScheduleSerializer,
-                   responses={200: OpenApiTypes.OBJECT, **errors(403, 404)})
+                   responses={200: OpenApiTypes.OBJECT, **errors(403, 404)},
+                   description="every_steps, every_hours or both (400 naming every_steps when neither is given).")
     def put(self, request):
         """Set a project's schedule (rule admins) or a run's own (on-call and rule admins): every N steps and/or H hours."""
         body = _valid(ScheduleSerializer, request)
@@ -296,6 +302,16 @@ class JsonLinesRenderer(BaseRenderer):
 
 class LogEntryListView(APIView):
     renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, JsonLinesRenderer]
+
+    def perform_content_negotiation(self, request, force=False):
+        wanted = request.query_params.get("format")
+        if wanted == "jsonl" and request.method == "GET":
+            return (JsonLinesRenderer(), JsonLinesRenderer.media_type)
+        if wanted is not None:
+            # Not a renderer's name for this request: the query's check names it (400), answered in JSON.
+            renderer = self.get_renderers()[0]
+            return (renderer, renderer.media_type)
+        return super().perform_content_negotiation(request, force)
 
     @extend_schema(operation_id="decisions_list", parameters=[LogQuerySerializer],
                    responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="entries, oldest first; with format=jsonl "

@@ -70,7 +70,10 @@ def seeded(project, other_project, token, other_token, owner, sender):
 # params; for acting on an alert or an incident, its state (a resolved one cannot be acknowledged or muted) and a
 # mute's window (in the future, at most 7 days ahead). Those answer 400 naming the field.
 DECIDED_BY_STATE = ("rules_create", "rules_update", "rules_partial_update", "alerts_acknowledge", "alerts_mute",
-                    "incidents_acknowledge", "incidents_mute")
+                    "incidents_acknowledge", "incidents_mute",
+                    # reviews: decided once, compared with another run than its own, a next review after the run's
+                    # newest step, a correction of an entry that exists, a schedule with steps or hours.
+                    "reviews_check_step", "reviews_compare", "reviews_decide", "decisions_create", "review_schedules_set")
 STATE_400 = {"checks": {"positive_data_acceptance": {"expected-statuses": [*POSITIVE_STATUSES, "400"]}}}
 
 
