@@ -74,7 +74,7 @@ class MarkdownRenderer(renderers.BaseRenderer):
 class PostmortemMarkdownView(APIView):
     """A download, whatever the Accept header says: the Markdown, or an error in the API's JSON error body."""
 
-    renderer_classes = [MarkdownRenderer, renderers.JSONRenderer]
+    renderer_classes = [MarkdownRenderer]  # one: no `format` parameter to document; errors switch to JSON below
 
     def perform_content_negotiation(self, request, force=False):
         return (MarkdownRenderer(), MarkdownRenderer.media_type)

@@ -107,11 +107,9 @@ def postmortem_markdown(run, data: dict | None = None) -> str:
     data = postmortem(run) if data is None else data
     r, s = data["run"], data["summary"]
     out = [f"# Postmortem: {r['run_id']}", ""]
-    if r["name"]:
-        out += [r["name"], ""]
     out += [f"Project `{r['project']}` · generated {data['generated_at']}", "", "## Summary", ""]
     out += _table(["", ""], [
-        ["Code", r["code_rev"]], ["Data", r["data_snapshot"]], ["Config", r["config"]], ["Budget", r["budget"]],
+        ["Name", r["name"]], ["Code", r["code_rev"]], ["Data", r["data_snapshot"]], ["Config", r["config"]], ["Budget", r["budget"]],
         ["Tags", r["tags"]], ["Status", r["status"]], ["Highest step", r["max_step"]],
         ["Attempts", s["attempts"]], ["Interruptions", s["interruptions"]], ["Rewinds", s["rewinds"]],
         ["Failed restores", s["failed_restores"]],
