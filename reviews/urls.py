@@ -15,6 +15,10 @@ api_urlpatterns = [
     path("decisions/<int:pk>/", api.LogEntryDetailView.as_view(), name="decision-detail"),
 
     # --- the chronicle and the postmortem
+    # Before the runs app's routes (opsconsole/urls.py mounts reviews first): run ids may contain "/".
+    path("runs/<path:run_id>/postmortem.md", api.PostmortemMarkdownView.as_view(), name="run-postmortem-md"),
+    path("runs/<path:run_id>/postmortem.json", api.PostmortemJsonView.as_view(), name="run-postmortem-json"),
+    path("runs/<path:run_id>/chronicle/", api.ChronicleView.as_view(), name="run-chronicle"),
 ]
 page_urlpatterns = [
     # --- reviews and the decision log
@@ -27,4 +31,6 @@ page_urlpatterns = [
     path("decisions/new/", pages.decision_write, name="decision-write"),
 
     # --- the chronicle and the postmortem
+    path("runs/<path:run_id>/chronicle/", pages.run_chronicle, name="run-chronicle"),
+    path("projects/<slug:slug>/interruptions/", pages.project_interruptions, name="project-interruptions"),
 ]

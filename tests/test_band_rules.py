@@ -1,19 +1,17 @@
 """Band rules: quiet through phase changes and benign restarts, loud on spikes and failed restores."""
 import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from django.core.management import call_command
 
 from alerts.models import Alert, Rule
 from alerts.rules import save_rule
 from ingest.models import Run
+from tests.real_runs_support import REAL_RUNS, import_real, labels
 
 pytestmark = pytest.mark.django_db
 OWNER = "Pretrain on-call <#pretrain-oncall>"
-REAL_RUNS = Path(__file__).resolve().parent.parent / "data" / "real-runs"
 
 
 def loss_band_rule(project, **params):
@@ -113,15 +111,6 @@ def test_re_evaluating_a_batch_creates_nothing_new(sender, project):
     for receipt in BatchReceipt.objects.all():
         assert evaluate_batch(receipt.pk) is False
     assert list(Alert.objects.values_list("id", "first_step", "last_step")) == before
-
-
-def import_real(token, django_capture_on_commit_callbacks, name):
-    with django_capture_on_commit_callbacks(execute=True):
-        call_command("import_jsonl", str(REAL_RUNS / f"{name}.ndjson.gz"), token=token)
-
-
-def labels(name):
-    return json.loads((REAL_RUNS / "labels.json").read_text())["runs"][name]
 
 
 def first_arrival_line(name, step):
