@@ -8,24 +8,25 @@ update or delete: a correction is a new entry (`corrects`).
 import orjson
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import exceptions, serializers, status
-from rest_framework.renderers import BaseRenderer
+from rest_framework import exceptions, renderers, serializers, status
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from ingest.contract import RUN_ID_RE
-from ingest.serializers import pattern_field, read_query
+from ingest.serializers import RUN_ID_PARAMETER, pattern_field, read_query
 from opsconsole.permissions import can_edit_rules, can_triage, visible_projects, visible_runs
 from opsconsole.rest import JsonTypesMixin
-from opsconsole.schema import errors
+from opsconsole.schema import ErrorBodySerializer, errors
 from reviews import lifecycle
+from reviews.chronicle import chronicle
 from reviews.lifecycle import visible_reviews
 from reviews.log import entries_for, jsonl_lines
+from reviews.postmortem import postmortem, postmortem_markdown
 from reviews.models import DecisionKind, LogEntry, Review, ReviewSchedule, ReviewState, ReviewTrigger
 from reviews.wire import entry_as_dict, review_as_dict, review_summary
 
@@ -289,7 +290,7 @@ class LogEntryCreateSerializer(_EntryFields):
     corrects = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="the id of the entry this one corrects")
 
 
-class JsonLinesRenderer(BaseRenderer):
+class JsonLinesRenderer(renderers.BaseRenderer):
     """`?format=jsonl` picks this renderer (DRF reads `format` as the renderer's name); the view streams the lines
     itself, and an error answered under it is one JSON line."""
 
@@ -355,20 +356,6 @@ class LogEntryDetailView(APIView):
 
 
 # --- the chronicle and the postmortem
-
-from django.http import HttpResponse  # noqa: E402
-from django.shortcuts import get_object_or_404  # noqa: E402
-from drf_spectacular.types import OpenApiTypes  # noqa: E402
-from drf_spectacular.utils import OpenApiResponse, extend_schema  # noqa: E402
-from rest_framework import renderers, serializers  # noqa: E402
-from rest_framework.response import Response  # noqa: E402
-
-from ingest.serializers import RUN_ID_PARAMETER  # noqa: E402
-from opsconsole.permissions import visible_runs  # noqa: E402
-from opsconsole.schema import ErrorBodySerializer, errors  # noqa: E402
-from reviews.chronicle import chronicle  # noqa: E402
-from reviews.postmortem import postmortem, postmortem_markdown  # noqa: E402
-
 
 class ChronicleEntrySerializer(serializers.Serializer):
     at = serializers.DateTimeField(help_text="wall time of the entry")

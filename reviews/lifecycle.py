@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from alerts.models import Rule
 from reviews.models import (
-    rewind_words, ActivityKind, DecisionKind, LogEntry, Review, ReviewActivity, ReviewState, ReviewStep, ReviewTrigger, StepState,
+    ActivityKind, DecisionKind, LogEntry, Review, ReviewActivity, ReviewState, ReviewStep, ReviewTrigger, StepState,
 )
 
 MAX_TEXT = 4000

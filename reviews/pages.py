@@ -14,10 +14,13 @@ from alerts.models import Rule
 from ingest.models import Run
 from opsconsole.permissions import can_triage, visible_projects, visible_runs
 from reviews import lifecycle
+from reviews.chronicle import CAUSE_WINDOW_SECONDS, CAUSE_WINDOW_STEPS, cause_title
 from reviews.forms import CheckForm, DecisionForm, EntryForm, LogFilterForm
 from reviews.log import entries_for
-from reviews.models import LogEntry, ReviewState, ReviewTrigger
 from reviews.lifecycle import visible_reviews
+from reviews.models import LogEntry, ReviewState, ReviewTrigger, rewind_words
+from reviews.patterns import project_patterns
+from reviews.postmortem import postmortem
 
 # --- reviews and the decision log
 
@@ -58,7 +61,7 @@ def review(request, pk, decision_form=None, status=200):
         "entry": LogEntry.objects.filter(review=review).first(),
         "comparisons": comparisons,
         "last_checkpoint": _last_checkpoint(review.run),
-        "rewind": lifecycle.rewind_words(lifecycle.proposed_rewind(review)) if review.state == ReviewState.OPEN else None,
+        "rewind": rewind_words(lifecycle.proposed_rewind(review)) if review.state == ReviewState.OPEN else None,
         "intervene_warning": lifecycle.INTERVENE_WARNING,
         "trigger_words": lifecycle.TRIGGER_WORDS[review.trigger],
     }, status=status)
@@ -206,14 +209,6 @@ def decision_write(request):
 
 
 # --- the chronicle and the postmortem
-
-from django.shortcuts import get_object_or_404, render  # noqa: E402
-
-from opsconsole.permissions import visible_projects, visible_runs  # noqa: E402
-from reviews.chronicle import CAUSE_WINDOW_SECONDS, CAUSE_WINDOW_STEPS, cause_title  # noqa: E402
-from reviews.patterns import project_patterns  # noqa: E402
-from reviews.postmortem import postmortem  # noqa: E402
-
 
 @login_required
 def run_chronicle(request, run_id):

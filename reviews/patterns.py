@@ -6,8 +6,8 @@
   decision written more than STOPPED_LATE_STEPS steps or STOPPED_LATE_SECONDS after the first alert
   of the run that had fired and was still unresolved when the decision was written.
 - `several_variables_changed(project)`: runs whose config differs from their reference run in more
-  than one key (`config_diff`). A run's reference run is the newest reference run of the project
-  created before it, else the newest reference run of the project (never the run itself).
+  than one key (reviews/checks.py's `config_diff`), against the run a review compares it with by default
+  (`default_comparison`: the project's newest reference run, never the run itself).
 - `incident_handling(project)`: each incident as handled by an automatic response (one of its alerts
   is of a hard-invariant rule whose permitted response is stop or rewind, in a project that is not
   read-only: ingest answered the job with that directive), by a human decision (a decision-log entry
@@ -20,38 +20,13 @@ from datetime import timedelta
 from alerts.governance import AUTOMATIC_RESPONSES, HARD_INVARIANT_KINDS
 from alerts.models import Alert, Incident
 from ingest.models import CATCH_ALL_SUFFIX, Run
+from reviews.checks import config_diff, default_comparison
 from reviews.chronicle import Cause, attempts
 from reviews.models import DecisionKind, LogEntry, Review
 
 # A terminate decision this far past the first still-unresolved alert is "stopping too late".
 STOPPED_LATE_STEPS = 1000
 STOPPED_LATE_SECONDS = 6 * 3600
-
-_MISSING = object()
-
-
-def config_diff(a: dict | None, b: dict | None) -> list[dict]:
-    """Keys whose values differ between two configs (nested keys dotted): [{"key", "a", "b"}], sorted by key.
-
-    A key present on one side only differs too (its missing side is None, "missing": the side that lacks it).
-    """
-    out = []
-
-    def walk(x, y, prefix):
-        for key in sorted(set(x) | set(y), key=str):
-            name = f"{prefix}{key}"
-            left, right = x.get(key, _MISSING), y.get(key, _MISSING)
-            if isinstance(left, dict) and isinstance(right, dict):
-                walk(left, right, name + ".")
-            elif left != right or type(left) is not type(right):
-                row = {"key": name, "a": None if left is _MISSING else left, "b": None if right is _MISSING else right}
-                if left is _MISSING or right is _MISSING:
-                    row["missing"] = "a" if left is _MISSING else "b"
-                out.append(row)
-
-    walk(a or {}, b or {}, "")
-    return out
-
 
 def project_runs(project):
     return Run.objects.filter(project=project).exclude(run_id__endswith=CATCH_ALL_SUFFIX).order_by("created_at", "id")
@@ -97,24 +72,14 @@ def stopped_too_late(project) -> list[dict]:
     return found
 
 
-def reference_for(run, references: list[Run]) -> Run | None:
-    candidates = [r for r in references if r.pk != run.pk]
-    earlier = [r for r in candidates if r.created_at <= run.created_at]
-    pool = earlier or candidates
-    return max(pool, key=lambda r: (r.created_at, r.pk)) if pool else None
-
-
 def several_variables_changed(project) -> list[dict]:
-    runs = list(project_runs(project))
-    references = [r for r in runs if r.reference]
+    """Runs whose config differs in more than one key from the run a review compares them with by default."""
     found = []
-    for run in runs:
-        if run.reference or run.config is None:
-            continue
-        reference = reference_for(run, references)
+    for run in project_runs(project).filter(reference=False, config__isnull=False):
+        reference = default_comparison(run)
         if reference is None or reference.config is None:
             continue
-        diff = config_diff(reference.config, run.config)
+        diff = config_diff(run.config, reference.config)
         if len(diff) > 1:
             found.append({"run": run.run_id, "reference": reference.run_id, "keys": [d["key"] for d in diff], "diff": diff})
     return found

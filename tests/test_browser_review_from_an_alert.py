@@ -6,7 +6,6 @@ log shows the entry. Screenshots of the review and the log go to var/screenshots
 """
 import pytest
 
-from ingest.models import Run
 from reviews.models import LogEntry, Review
 from tests.browser import log_in, screenshot
 from tests.factories import make_rule

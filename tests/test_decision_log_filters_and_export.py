@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ingest.models import Project, Run
+from ingest.models import Run
 from reviews.lifecycle import write_entry
 from tests.factories import client_for
 
