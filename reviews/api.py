@@ -265,10 +265,8 @@ class ReviewScheduleView(APIView):
             _acting(request.user, project)
         elif not can_edit_rules(request.user, project):
             raise exceptions.PermissionDenied("a project's review schedule is set by its rule admins")
-        schedule, _ = ReviewSchedule.objects.update_or_create(
-            project=project, run=run,
-            defaults={"every_steps": body.get("every_steps"), "every_hours": body.get("every_hours"), "updated_by": request.user},
-        )
+        schedule = _domain(lifecycle.set_schedule, project, run, every_steps=body.get("every_steps"),
+                           every_hours=body.get("every_hours"), by=request.user)
         return Response(schedule_as_dict(schedule))
 
 

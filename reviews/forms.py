@@ -94,3 +94,14 @@ class LogFilterForm(forms.Form):
     owner = forms.CharField(required=False, max_length=300)
     since = forms.DateTimeField(required=False)
     until = forms.DateTimeField(required=False)
+
+
+class ScheduleForm(forms.Form):
+    every_steps = forms.IntegerField(required=False, min_value=1, max_value=2**53 - 1, label="every … steps")
+    every_hours = forms.FloatField(required=False, min_value=0.01, max_value=24 * 365, label="every … hours of run time")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("every_steps") is None and data.get("every_hours") is None and not self.errors:
+            self.add_error("every_steps", "give every_steps, every_hours or both")
+        return data

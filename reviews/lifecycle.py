@@ -39,6 +39,18 @@ def visible_reviews(user):
     )
 
 
+def set_schedule(project, run, *, every_steps, every_hours, by):
+    """A project's review schedule (run None) or one run's own, which replaces the project's for that run."""
+    from reviews.models import ReviewSchedule
+
+    if every_steps is None and every_hours is None:
+        raise ValidationError({"every_steps": "give every_steps, every_hours or both"})
+    schedule, _ = ReviewSchedule.objects.update_or_create(
+        project=project, run=run, defaults={"every_steps": every_steps, "every_hours": every_hours, "updated_by": by},
+    )
+    return schedule
+
+
 def activity(review, kind, *, by=None, step=None, note="", detail=None, at=None) -> ReviewActivity:
     return ReviewActivity.objects.create(
         review=review, kind=kind, by=by, step=step, note=note, detail=detail or {}, at=at or timezone.now()

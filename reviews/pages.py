@@ -15,7 +15,7 @@ from ingest.models import Run
 from opsconsole.permissions import can_triage, visible_projects, visible_runs
 from reviews import lifecycle
 from reviews.chronicle import CAUSE_WINDOW_SECONDS, CAUSE_WINDOW_STEPS, cause_title
-from reviews.forms import CheckForm, DecisionForm, EntryForm, LogFilterForm
+from reviews.forms import CheckForm, DecisionForm, EntryForm, LogFilterForm, ScheduleForm
 from reviews.log import entries_for
 from reviews.lifecycle import visible_reviews
 from reviews.models import LogEntry, ReviewState, ReviewTrigger, rewind_words
@@ -149,6 +149,23 @@ def review_decide(request, pk):
             messages.success(request, f"Decision recorded: {entry.decision} (log entry #{entry.pk}).")
             return redirect("console:review", pk=pk)
     return review(request, pk, decision_form=form, status=400)
+
+
+@login_required
+@require_POST
+def review_schedule(request):
+    """A run's own review schedule, from its page (on-call and rule admins)."""
+    run = get_object_or_404(visible_runs(request.user), run_id=request.POST.get("run", ""))
+    _acting(request, run.project)
+    form = ScheduleForm(request.POST)
+    if form.is_valid():
+        schedule = lifecycle.set_schedule(run.project, run, by=request.user, **form.cleaned_data)
+        parts = [f"every {schedule.every_steps:,} steps" if schedule.every_steps else "",
+                 f"every {schedule.every_hours:g} hours" if schedule.every_hours else ""]
+        messages.success(request, "Reviews of this run open " + " and ".join(p for p in parts if p) + ".")
+    else:
+        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+    return redirect(reverse("console:run", args=[run.run_id]) + "#run-reviews")
 
 
 def _errors(exc):

@@ -23,6 +23,7 @@ api_urlpatterns = [
 page_urlpatterns = [
     # --- reviews and the decision log
     path("reviews/new/", pages.review_start, name="review-start"),
+    path("reviews/schedule/", pages.review_schedule, name="review-schedule"),
     path("reviews/<int:pk>/", pages.review, name="review"),
     path("reviews/<int:pk>/steps/<int:number>/", pages.review_check, name="review-check"),
     path("reviews/<int:pk>/comparison/", pages.review_compare, name="review-compare"),

@@ -68,6 +68,13 @@ def first_trouble(alerts):
     return first
 
 
+def review_schedule_of(run):
+    """The schedule reviews of this run open by (its own, else its project's), or None."""
+    from reviews.triggers import schedule_of
+
+    return schedule_of(run)
+
+
 def run_page(run) -> dict:
     alerts = list(Alert.objects.filter(run=run).select_related("rule", "run").prefetch_related("reviews").order_by("first_step", "id"))
     trouble = first_trouble(alerts)
@@ -127,4 +134,5 @@ def run_page(run) -> dict:
         "chart": chart,
         "reviews": list(run.reviews.select_related("opened_by").order_by("-opened_at", "-id")[:10]),
         "decisions": run.log_entries.count(),
+        "review_schedule": review_schedule_of(run),
     }
