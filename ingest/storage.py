@@ -270,98 +270,18 @@ def stored_steps(series, since: int) -> dict[int, int]:
     return held
 
 
-def read_point_times(series, start=None, end=None):
-    """(steps, times) of one series' newest attempt of each step, times in Unix seconds.
-
-    A point sent without a time has its batch's time of receipt (as the contract says); a block that
-    stored no times at all takes its receipt's time for every point.
-    """
-    blocks = Block.objects.filter(series=series)
+def _blocks_in(blocks, start, end):
+    """Blocks that may hold steps in [start, end]."""
     if start is not None:
         blocks = blocks.filter(last_step__gte=start)
     if end is not None:
         blocks = blocks.filter(first_step__lte=end)
-    step_parts, time_parts, attempt_parts = [], [], []
-    for attempt, data, received in blocks.values_list("attempt", "data", "receipt__received_at").iterator(chunk_size=2000):
-        steps, _, times = unpack(data)
-        step_parts.append(steps)
-        time_parts.append(times if times is not None else np.full(len(steps), received.timestamp()))
-        attempt_parts.append(np.full(len(steps), attempt, dtype=np.int64))
-    if not step_parts:
-        return np.array([], dtype=np.int64), np.array([], dtype=np.float64)
-    steps, times, attempts = np.concatenate(step_parts), np.concatenate(time_parts), np.concatenate(attempt_parts)
-    keep = np.ones(len(steps), dtype=bool)
-    if start is not None:
-        keep &= steps >= start
-    if end is not None:
-        keep &= steps <= end
-    steps, times, attempts = steps[keep], times[keep], attempts[keep]
-    order = np.lexsort((attempts, steps))
-    steps, times = steps[order], times[order]
-    last_of_step = np.append(steps[1:] != steps[:-1], True) if len(steps) else np.array([], dtype=bool)
-    return steps[last_of_step], times[last_of_step]
+    return blocks
 
 
-def read_points_of_many(series_list, start=None, end=None) -> dict:
-    """read_points for several series in one query: {series id: (steps, values, attempts)}, newest attempt of each step."""
-    blocks = Block.objects.filter(series__in=list(series_list))
-    if start is not None:
-        blocks = blocks.filter(last_step__gte=start)
-    if end is not None:
-        blocks = blocks.filter(first_step__lte=end)
-    parts = defaultdict(lambda: ([], [], []))
-    for series_id, attempt, data in blocks.values_list("series_id", "attempt", "data").iterator(chunk_size=2000):
-        steps, values, _ = unpack(data)
-        into = parts[series_id]
-        into[0].append(steps)
-        into[1].append(values)
-        into[2].append(np.full(len(steps), attempt, dtype=np.int64))
-    out = {}
-    for s in series_list:
-        sid = getattr(s, "pk", s)
-        if sid not in parts:
-            empty = np.array([], dtype=np.int64)
-            out[sid] = (empty, np.array([], dtype=np.float64), empty)
-            continue
-        steps, values, attempts = (np.concatenate(p) for p in parts[sid])
-        keep = np.ones(len(steps), dtype=bool)
-        if start is not None:
-            keep &= steps >= start
-        if end is not None:
-            keep &= steps <= end
-        steps, values, attempts = steps[keep], values[keep], attempts[keep]
-        order = np.lexsort((attempts, steps))
-        steps, values, attempts = steps[order], values[order], attempts[order]
-        if len(steps):
-            last_of_step = np.append(steps[1:] != steps[:-1], True)
-            steps, values, attempts = steps[last_of_step], values[last_of_step], attempts[last_of_step]
-        out[sid] = (steps, values, attempts)
-    return out
-
-
-def read_points(series, start=None, end=None, all_attempts=False):
-    """Points of one series in step order: (steps, values, attempts) arrays.
-
-    By default only the newest attempt of each step; with all_attempts every
-    stored point, ordered by step then attempt.
-    """
-    blocks = Block.objects.filter(series=series)
-    if start is not None:
-        blocks = blocks.filter(last_step__gte=start)
-    if end is not None:
-        blocks = blocks.filter(first_step__lte=end)
-    step_parts, value_parts, attempt_parts = [], [], []
-    for attempt, data in blocks.values_list("attempt", "data").iterator(chunk_size=2000):
-        steps, values, _ = unpack(data)
-        step_parts.append(steps)
-        value_parts.append(values)
-        attempt_parts.append(np.full(len(steps), attempt, dtype=np.int64))
-    if not step_parts:
-        empty = np.array([], dtype=np.int64)
-        return empty, np.array([], dtype=np.float64), empty
-    steps = np.concatenate(step_parts)
-    values = np.concatenate(value_parts)
-    attempts = np.concatenate(attempt_parts)
+def _in_step_order(steps, values, attempts, start, end, all_attempts=False):
+    """Concatenated block contents cut to [start, end], in (step, attempt) order; by default the newest attempt of each step."""
+    steps, values, attempts = np.concatenate(steps), np.concatenate(values), np.concatenate(attempts)
     keep = np.ones(len(steps), dtype=bool)
     if start is not None:
         keep &= steps >= start
@@ -375,3 +295,62 @@ def read_points(series, start=None, end=None, all_attempts=False):
         last_of_step = np.append(steps[1:] != steps[:-1], True)
         steps, values, attempts = steps[last_of_step], values[last_of_step], attempts[last_of_step]
     return steps, values, attempts
+
+
+def _nothing():
+    empty = np.array([], dtype=np.int64)
+    return empty, np.array([], dtype=np.float64), empty
+
+
+def read_point_times(series, start=None, end=None):
+    """(steps, times) of one series' newest attempt of each step, times in Unix seconds.
+
+    A point sent without a time has its batch's time of receipt (as the contract says); a block that
+    stored no times at all takes its receipt's time for every point.
+    """
+    blocks = _blocks_in(Block.objects.filter(series=series), start, end)
+    step_parts, time_parts, attempt_parts = [], [], []
+    for attempt, data, received in blocks.values_list("attempt", "data", "receipt__received_at").iterator(chunk_size=2000):
+        steps, _, times = unpack(data)
+        step_parts.append(steps)
+        time_parts.append(times if times is not None else np.full(len(steps), received.timestamp()))
+        attempt_parts.append(np.full(len(steps), attempt, dtype=np.int64))
+    if not step_parts:
+        return _nothing()[:2]
+    steps, times, _ = _in_step_order(step_parts, time_parts, attempt_parts, start, end)
+    return steps, times
+
+
+def read_points_of_many(series_list, start=None, end=None) -> dict:
+    """read_points for several series in one query: {series id: (steps, values, attempts)}, newest attempt of each step."""
+    blocks = _blocks_in(Block.objects.filter(series__in=list(series_list)), start, end)
+    parts = defaultdict(lambda: ([], [], []))
+    for series_id, attempt, data in blocks.values_list("series_id", "attempt", "data").iterator(chunk_size=2000):
+        steps, values, _ = unpack(data)
+        into = parts[series_id]
+        into[0].append(steps)
+        into[1].append(values)
+        into[2].append(np.full(len(steps), attempt, dtype=np.int64))
+    out = {}
+    for s in series_list:
+        sid = getattr(s, "pk", s)
+        out[sid] = _in_step_order(*parts[sid], start, end) if sid in parts else _nothing()
+    return out
+
+
+def read_points(series, start=None, end=None, all_attempts=False):
+    """Points of one series in step order: (steps, values, attempts) arrays.
+
+    By default only the newest attempt of each step; with all_attempts every
+    stored point, ordered by step then attempt.
+    """
+    blocks = _blocks_in(Block.objects.filter(series=series), start, end)
+    step_parts, value_parts, attempt_parts = [], [], []
+    for attempt, data in blocks.values_list("attempt", "data").iterator(chunk_size=2000):
+        steps, values, _ = unpack(data)
+        step_parts.append(steps)
+        value_parts.append(values)
+        attempt_parts.append(np.full(len(steps), attempt, dtype=np.int64))
+    if not step_parts:
+        return _nothing()
+    return _in_step_order(step_parts, value_parts, attempt_parts, start, end, all_attempts)

@@ -12,6 +12,7 @@ from django.utils import timezone
 from alerts.models import Alert, Incident
 from reviews.chronicle import CAUSE_WINDOW_SECONDS, CAUSE_WINDOW_STEPS, NUMERIC_KINDS, Cause, attempts, cause_title, chronicle, effective_time, incident_row, iso
 from reviews.models import LogEntry, Review
+from reviews.templatetags.chronicle import duration, percent
 
 
 def causes_table(rows: list[dict]) -> list[dict]:
@@ -89,20 +90,6 @@ def _table(head: list[str], rows: list[list]) -> list[str]:
     return lines
 
 
-def _share(x) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
-
-
-def _duration(seconds) -> str:
-    if seconds is None:
-        return "—"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def postmortem_markdown(run, data: dict | None = None) -> str:
     data = postmortem(run) if data is None else data
     r, s = data["run"], data["summary"]
@@ -113,8 +100,8 @@ def postmortem_markdown(run, data: dict | None = None) -> str:
         ["Tags", r["tags"]], ["Status", r["status"]], ["Highest step", r["max_step"]],
         ["Attempts", s["attempts"]], ["Interruptions", s["interruptions"]], ["Rewinds", s["rewinds"]],
         ["Failed restores", s["failed_restores"]],
-        ["Steps computed", s["steps_computed"]], ["Steps kept", s["steps_kept"]], ["Share kept", _share(s["share_kept"])],
-        ["Training time (points' own times)", _duration(s["seconds"])],
+        ["Steps computed", s["steps_computed"]], ["Steps kept", s["steps_kept"]], ["Share kept", percent(s["share_kept"])],
+        ["Training time (points' own times)", duration(s["seconds"])],
         ["Alerts", f"{s['alerts']} ({s['alerts_actionable']} actionable, {s['alerts_false_alarm']} false alarms)"],
         ["Incidents", s["incidents"]], ["Decisions", s["decisions"]], ["Reviews", s["reviews"]],
     ])
@@ -125,7 +112,7 @@ def postmortem_markdown(run, data: dict | None = None) -> str:
             f"{rules['cause_window_steps']} steps or {rules['cause_window_seconds'] // 60} minutes), numeric alert "
             f"(an alert reaching into the previous attempt's last {rules['cause_window_steps']} steps), else unknown.", ""]
     if s["interruptions_by_cause"]:
-        out += _table(["Cause", "Count", "Share"], [[c["cause"], c["count"], _share(c["share"])] for c in s["interruptions_by_cause"]])
+        out += _table(["Cause", "Count", "Share"], [[c["cause"], c["count"], percent(c["share"])] for c in s["interruptions_by_cause"]])
         out += [""]
     rows = []
     for a in data["attempts"]:
@@ -143,7 +130,7 @@ def postmortem_markdown(run, data: dict | None = None) -> str:
         after = ", ".join(f"{x['rule']} at step {x['first_step']}" for x in a["followed_by"])
         rows.append([a["number"], what, a["first_step"], a["last_step"], cause_title(a) if a["number"] > 1 else "—",
                      "; ".join(evidence), f"failed restore: {after}" if a["failed_restore"] else "",
-                     a["steps_computed"], a["steps_kept"], _duration(a["seconds"]), a["started_at"]])
+                     a["steps_computed"], a["steps_kept"], duration(a["seconds"]), a["started_at"]])
     out += _table(["#", "What", "First step", "Last step", "Cause", "Evidence", "After the restart", "Steps computed",
                    "Steps kept", "Time", "Started"], rows)
     out += ["", "## Incidents", ""]
