@@ -25,7 +25,11 @@ class ConsoleServer:
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         sock.close()
-        config = uvicorn.Config(application, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off", ws="websockets-sansio")
+        # A websocket consumer on the Redis channel layer is at times still cancelling in channels_redis' receive
+        # long after its socket closed; uvicorn's graceful shutdown would wait for it forever (and __exit__ give up
+        # after 10 s with the server thread still running). After 2 s uvicorn cancels it again, which ends it.
+        config = uvicorn.Config(application, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off",
+                                ws="websockets-sansio", timeout_graceful_shutdown=2)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -9,6 +9,7 @@ import os
 import orjson
 import pytest
 from django.db import connection
+from django.test.testcases import QuietWSGIRequestHandler
 from rest_framework.test import APIClient
 
 from ingest.models import Project, ProjectToken
@@ -19,6 +20,11 @@ from opsconsole.models import Membership, Role
 pytest_plugins = ["tests.browser", "tests.triage_support", "tests.alertmanager_support", "tests.worker_support"]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+# Django's live test server writes an answer in several small sends; with Nagle's algorithm on, each answer on a
+# kept-alive connection then waits for the client's delayed ACK (~40 ms a request, most of the API fuzzing's time).
+# uvicorn, which serves the console, turns Nagle off as well.
+QuietWSGIRequestHandler.disable_nagle_algorithm = True
 CHROMIUM = "/usr/bin/chromium"
 
 
