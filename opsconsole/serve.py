@@ -54,7 +54,8 @@ def main(argv=None):
                 with open(args.ready, "w") as fh:
                     fh.write(f"{os.getpid()}\n")
 
-    Server(uvicorn.Config("opsconsole.asgi:application", log_level="warning")).run(sockets=[sock])
+    # A websocket consumer stuck in channels_redis' receive after its socket closed must not hold a shutdown forever.
+    Server(uvicorn.Config("opsconsole.asgi:application", log_level="warning", timeout_graceful_shutdown=10)).run(sockets=[sock])
 
 
 if __name__ == "__main__":
