@@ -5,7 +5,6 @@ check steps, decide and write to the log; rule admins set a project's review sch
 token acting gets 403, anyone outside the project 404. Bad input is a 400 naming the field. The log has no
 update or delete: a correction is a new entry (`corrects`).
 """
-import orjson
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
 from django.http import HttpResponse, StreamingHttpResponse
@@ -14,12 +13,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, renderers, serializers, status
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from ingest.contract import RUN_ID_RE
 from ingest.serializers import RUN_ID_PARAMETER, pattern_field, read_query
 from opsconsole.permissions import can_edit_rules, can_triage, visible_projects, visible_runs
+from opsconsole.request_guard import BoundedJSONParser
 from opsconsole.rest import JsonTypesMixin
 from opsconsole.schema import ErrorBodySerializer, errors
 from reviews import lifecycle
@@ -48,9 +47,16 @@ def _domain(call, *args, **kwargs):
 
 # --- reviews and the decision log
 
+class _JsonBodies:
+    """Bodies are JSON only: nested fields (links, evidence, next_review) have no form encoding to read."""
+
+    parser_classes = [BoundedJSONParser]
+
+
 _TEXT = {"max_length": lifecycle.MAX_TEXT}
-# Said text: at least one character that is not white space (the schema says so as a pattern).
-_SAID = {**_TEXT, "min_length": 1, "validators": [RegexValidator(r"\S", "must not be blank")]}
+# Said text: at least one character that is not white space (the schema says so as a pattern). Python counts
+# \x1c-\x1f and \x85 as white space where a JSON Schema's \s does not, so the pattern names them too.
+_SAID = {**_TEXT, "min_length": 1, "validators": [RegexValidator(r"[^\s\x1c-\x1f\x85]", "must not be blank")]}
 
 
 class ReviewQuerySerializer(serializers.Serializer):
@@ -66,7 +72,7 @@ class ReviewCreateSerializer(JsonTypesMixin, serializers.Serializer):
                                help_text="the run to compare with (default: the project's reference run)")
 
 
-class ReviewListView(APIView):
+class ReviewListView(_JsonBodies, APIView):
     @extend_schema(operation_id="reviews_list", parameters=[ReviewQuerySerializer], responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """Reviews of the runs the caller may see, newest first (filter by run, project, state)."""
@@ -119,7 +125,7 @@ class StepCheckSerializer(JsonTypesMixin, serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, **_TEXT)
 
 
-class ReviewStepView(APIView):
+class ReviewStepView(_JsonBodies, APIView):
     @extend_schema(operation_id="reviews_check_step", request=StepCheckSerializer,
                    parameters=[OpenApiParameter("number", int, OpenApiParameter.PATH, description="the step, 1 to 5",
                                                 enum=[1, 2, 3, 4, 5])],
@@ -138,7 +144,7 @@ class ComparisonSerializer(JsonTypesMixin, serializers.Serializer):
     run = pattern_field(RUN_ID_RE, "run", 128, allow_null=True, help_text="another run of the project; null for none")
 
 
-class ReviewComparisonView(APIView):
+class ReviewComparisonView(_JsonBodies, APIView):
     @extend_schema(operation_id="reviews_compare", request=ComparisonSerializer,
                    responses={200: OpenApiTypes.OBJECT, **errors(403, 404)},
                    description="Only while the review is open (400 naming `review` once decided).")
@@ -202,7 +208,7 @@ def _entry_fields(body) -> dict:
     return fields
 
 
-class ReviewDecisionView(APIView):
+class ReviewDecisionView(_JsonBodies, APIView):
     @extend_schema(operation_id="reviews_decide", request=DecisionSerializer,
                    responses={201: OpenApiTypes.OBJECT, **errors(403, 404)},
                    description="Decided once (400 naming `review` after that). Terminate needs artifacts_preserved=true; "
@@ -242,7 +248,7 @@ def schedule_as_dict(schedule) -> dict:
             "every_steps": schedule.every_steps, "every_hours": schedule.every_hours, "updated_at": schedule.updated_at}
 
 
-class ReviewScheduleView(APIView):
+class ReviewScheduleView(_JsonBodies, APIView):
     @extend_schema(operation_id="review_schedules_list", parameters=[ScheduleQuerySerializer], responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """Review schedules: a project's (every run) and runs' own, which replace it."""
@@ -275,7 +281,7 @@ class LogQuerySerializer(serializers.Serializer):
     project = serializers.SlugField(required=False, max_length=64, help_text="project slug")
     decision = serializers.ChoiceField([*DecisionKind.values, "none"], required=False,
                                        help_text="none: entries written on a run, outside a review")
-    owner = serializers.CharField(required=False, max_length=300)
+    owner = serializers.CharField(required=False, max_length=300, trim_whitespace=False, help_text="part of the owner's name")
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=200)
@@ -288,33 +294,21 @@ class LogEntryCreateSerializer(_EntryFields):
     corrects = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="the id of the entry this one corrects")
 
 
-class JsonLinesRenderer(renderers.BaseRenderer):
-    """`?format=jsonl` picks this renderer (DRF reads `format` as the renderer's name); the view streams the lines
-    itself, and an error answered under it is one JSON line."""
-
-    media_type = "application/x-ndjson"
-    format = "jsonl"
-
-    def render(self, data, accepted_media_type=None, renderer_context=None):
-        return orjson.dumps(data, default=str) + b"\n"
-
-
-class LogEntryListView(APIView):
-    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, JsonLinesRenderer]
-
+class LogEntryListView(_JsonBodies, APIView):
     def perform_content_negotiation(self, request, force=False):
-        wanted = request.query_params.get("format")
-        if wanted == "jsonl" and request.method == "GET":
-            return (JsonLinesRenderer(), JsonLinesRenderer.media_type)
-        if wanted is not None:
-            # Not a renderer's name for this request: the query's check names it (400), answered in JSON.
+        if "format" in request.query_params:
+            # `format` is this view's own parameter (json, or jsonl streamed by the view), not DRF's renderer
+            # switch: the answer, and any error about the query, is JSON.
             renderer = self.get_renderers()[0]
             return (renderer, renderer.media_type)
         return super().perform_content_negotiation(request, force)
 
-    @extend_schema(operation_id="decisions_list", parameters=[LogQuerySerializer],
-                   responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="entries, oldest first; with format=jsonl "
-                                                   "an application/x-ndjson stream of them")})
+    @extend_schema(operation_id="decisions_list", parameters=[LogQuerySerializer], responses={
+        (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT, description="{\"entries\": [...]}, oldest first"),
+        (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="with format=jsonl: every matching "
+                                                       "entry, one JSON object per line, streamed"),
+        (400, "application/json"): OpenApiResponse(ErrorBodySerializer, description=errors(400)[400].description),
+    })
     def get(self, request):
         """The decision log of the runs the caller may see, filtered by run, project, decision, owner and time."""
         query = read_query(request, LogQuerySerializer)
