@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from alerts.forms import ParamErrorsOnParamsField
-from alerts.models import Incident, IncidentSettings, Mute, Rule, RuleFault, RuleRevision
+from alerts.models import Incident, IncidentSettings, Mute, MuteSettings, Rule, RuleFault, RuleRevision
 from alerts.rules import delete_rule, save_rule
 
 
@@ -69,6 +69,13 @@ class IncidentSettingsAdmin(admin.ModelAdmin):
     """A project's incident window (alerts/incidents.py); a project without a row uses the default."""
 
     list_display = ["project", "window_steps"]
+
+
+@admin.register(MuteSettings)
+class MuteSettingsAdmin(admin.ModelAdmin):
+    """A project's longest mute (past it needs a rule admin) and the days unused after which a mute ends itself."""
+
+    list_display = ["project", "max_duration_hours", "unused_days"]
 
 
 @admin.register(Incident)

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from alerts import faults, incidents, triage
 from alerts.models import (
-    Alert, AlertState, ChangeKind, IncidentState, MAX_MUTE_DURATION, Mute, MuteScope, PermittedResponse, Rule, Verdict,
+    Alert, AlertState, ChangeKind, IncidentState, MUTE_DURATION_CEILING, Mute, MuteEndReason, MuteScope, PermittedResponse, Rule, Verdict,
 )
 from alerts.rules import delete_rule, EDIT_DENIED
 from alerts.serializers import RuleSerializer
@@ -130,7 +130,37 @@ class MuteSerializer(serializers.Serializer):
     created_by = serializers.CharField(allow_null=True)
     created_at = serializers.DateTimeField()
     ended_at = serializers.DateTimeField(allow_null=True)
+    ended_by = serializers.CharField(allow_null=True, help_text="who ended it; null when it expired or ended itself")
+    end_reason = serializers.ChoiceField(MuteEndReason.values, allow_null=True)
+    extends = serializers.IntegerField(allow_null=True, help_text="the mute this one extended (replaced)")
+    over_limit = serializers.BooleanField(help_text="longer than the project's limit when made (a rule admin's)")
     active = serializers.BooleanField()
+
+
+class MuteCommentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    by = serializers.CharField(allow_null=True, help_text="who; null for the console's own notes")
+    at = serializers.DateTimeField()
+    text = serializers.CharField()
+
+
+class MuteHoldSerializer(serializers.Serializer):
+    alert = serializers.IntegerField()
+    at = serializers.DateTimeField(help_text="when this mute muted it (or took it over, for an extension)")
+
+
+class MuteEventSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(["created", "extended", "ended"])
+    at = serializers.DateTimeField()
+    by = serializers.CharField(allow_null=True)
+    note = serializers.CharField(allow_blank=True)
+
+
+class MuteDetailSerializer(MuteSerializer):
+    extended_by = serializers.IntegerField(allow_null=True, help_text="the mute that replaced this one")
+    comments = MuteCommentSerializer(many=True)
+    holds = MuteHoldSerializer(many=True)
+    history = MuteEventSerializer(many=True)
 
 
 class InboxItemSerializer(AlertSerializer):
@@ -179,7 +209,36 @@ def mute_as_dict(mute: Mute, now=None) -> dict:
         "created_by": mute.created_by.get_username() if mute.created_by_id else None,
         "created_at": mute.created_at,
         "ended_at": mute.ended_at,
+        "ended_by": mute.ended_by.get_username() if mute.ended_by_id else None,
+        "end_reason": mute.end_reason or None,
+        "extends": mute.extends_id,
+        "over_limit": mute.over_limit,
         "active": mute.ended_at is None and mute.expires_at > now,
+    }
+
+
+def _who(user):
+    return user.get_username() if user else None
+
+
+def mute_detail(mute: Mute) -> dict:
+    """A mute with its comment log, the alerts it held, and its history (made, extended, ended)."""
+    extension = mute.extensions.order_by("id").first()
+    history = [{"kind": "created", "at": mute.created_at, "by": _who(mute.created_by),
+                "note": f"extends mute #{mute.extends_id}" if mute.extends_id else ""}]
+    if mute.ended_at is not None:
+        kind = "extended" if mute.end_reason == MuteEndReason.REPLACED else "ended"
+        note = MuteEndReason(mute.end_reason).label if mute.end_reason else ""
+        if extension is not None:
+            note = f"replaced by mute #{extension.pk}"
+        history.append({"kind": kind, "at": mute.ended_at, "by": _who(mute.ended_by), "note": note})
+    return {
+        **mute_as_dict(mute),
+        "extended_by": extension.pk if extension else None,
+        "comments": [{"id": c.pk, "by": _who(c.by), "at": c.at, "text": c.text}
+                     for c in mute.comments.select_related("by")],
+        "holds": [{"alert": h.alert_id, "at": h.at} for h in mute.holds.all()],
+        "history": history,
     }
 
 
@@ -251,8 +310,9 @@ MUTE_BODY = {
     "properties": {
         "scope": {"type": "string", "enum": MuteScope.values},
         "reason": _SAID,
-        "expires_at": {"type": "string", "format": "date-time", "description": "in the future, at most 7 days ahead"},
-        "duration_minutes": {"type": "integer", "minimum": 1, "maximum": int(MAX_MUTE_DURATION.total_seconds() // 60)},
+        "expires_at": {"type": "string", "format": "date-time", "description": "in the future, at most the project's limit ahead (7 days unless set; past it, a rule admin only)"},
+        "duration_minutes": {"type": "integer", "minimum": 1, "maximum": int(MUTE_DURATION_CEILING.total_seconds() // 60),
+                             "description": "at most the project's limit (7 days unless set); past it, a rule admin only"},
     },
     "oneOf": [{"required": ["expires_at"]}, {"required": ["duration_minutes"]}],
 }
@@ -429,3 +489,79 @@ class IncidentMuteView(_IncidentActionView):
         mutes = incidents.mute_incident(incident, user, body.get("scope"), body.get("reason"), body.get("expires_at"),
                                         duration_minutes=body.get("duration_minutes"))
         return {"mutes": [mute_as_dict(m) for m in mutes], "muted": sorted(pk for m in mutes for pk in m.muted)}
+
+
+# --- mutes ---------------------------------------------------------------------
+
+def visible_mute(user, pk) -> Mute:
+    """The mute if the caller may see its project; 404 otherwise."""
+    mutes = Mute.objects.filter(project__in=visible_projects(user)).select_related("project", "run", "created_by", "ended_by")
+    return get_object_or_404(mutes, pk=pk)
+
+
+class MuteDetailView(APIView):
+    @extend_schema(operation_id="mutes_retrieve", responses={200: MuteDetailSerializer, **errors(404)})
+    def get(self, request, pk):
+        """One mute: who made it, why, its scope and window, who ended it and why, its comments, the alerts it held."""
+        return Response(mute_detail(visible_mute(request.user, pk)))
+
+
+class _MuteActionView(APIView):
+    created_status = status.HTTP_200_OK
+
+    def act(self, mute, user, body) -> Mute:
+        raise NotImplementedError
+
+    def post(self, request, pk):
+        mute = visible_mute(request.user, pk)
+        if not can_triage(request.user, mute.project):
+            raise exceptions.PermissionDenied("acting on mutes needs the on-call or rule admin role in this project")
+        try:
+            result = self.act(mute, request.user, _body(request))
+        except DjangoValidationError as exc:
+            raise exceptions.ValidationError(exc.message_dict) from None
+        return Response(mute_detail(visible_mute(request.user, result.pk)), status=self.created_status)
+
+
+COMMENT_BODY = {"type": "object", "required": ["text"], "properties": {"text": _SAID}}
+EXTEND_BODY = {
+    "type": "object",
+    "required": ["reason"],
+    "properties": {k: MUTE_BODY["properties"][k] for k in ("reason", "expires_at", "duration_minutes")},
+    "oneOf": MUTE_BODY["oneOf"],
+}
+
+
+@extend_schema_view(post=extend_schema(operation_id="mutes_comment", request={"application/json": COMMENT_BODY},
+                                       responses={201: MuteDetailSerializer, **errors(403, 404)}))
+class MuteCommentView(_MuteActionView):
+    """Add {"text": …} to the mute's comment log (ended or not); the mute comes back with its comments."""
+
+    created_status = status.HTTP_201_CREATED
+
+    def act(self, mute, user, body):
+        triage.comment_on_mute(mute, user, body.get("text"))
+        return mute
+
+
+@extend_schema_view(post=extend_schema(operation_id="mutes_extend", request={"application/json": EXTEND_BODY},
+                                       responses={201: MuteDetailSerializer, **errors(403, 404)}))
+class MuteExtendView(_MuteActionView):
+    """Replace an active mute with a new one of its scope ({"reason", "expires_at" | "duration_minutes"}): the old
+    one ends (end_reason replaced); the new one, returned, names it in `extends`. An ended mute is a 400 on state."""
+
+    created_status = status.HTTP_201_CREATED
+
+    def act(self, mute, user, body):
+        return triage.extend_mute(mute, user, body.get("reason"), body.get("expires_at"),
+                                  duration_minutes=body.get("duration_minutes"))
+
+
+@extend_schema_view(post=extend_schema(operation_id="mutes_end", request=None,
+                                       responses={200: MuteDetailSerializer, **errors(403, 404)}))
+class MuteEndView(_MuteActionView):
+    """End an active mute now (ended_by, end_reason ended_by_person): its alerts fire again, as at expiry.
+    An ended mute is a 400 on state."""
+
+    def act(self, mute, user, body):
+        return triage.end_mute(mute, user)

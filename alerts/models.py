@@ -206,8 +206,56 @@ class RuleProgress(models.Model):
         ]
 
 
-# A mute always ends: expires_at is required and at most this far ahead (alerts/triage.py checks it).
+# A mute always ends: expires_at is required and at most this far ahead, unless the project's MuteSettings say
+# otherwise (alerts/triage.py checks it); a rule admin may go past the project's limit, flagged `over_limit`,
+# but never past the ceiling.
 MAX_MUTE_DURATION = timedelta(days=7)
+MUTE_DURATION_CEILING = timedelta(days=365)
+# A mute that has covered no alert for this many days ends by itself (the sweep, alerts/triage.py).
+DEFAULT_UNUSED_MUTE_DAYS = 3
+MAX_UNUSED_MUTE_DAYS = 365
+
+
+class MuteSettings(models.Model):
+    """A project's mute limits (one row, or none: the defaults)."""
+
+    project = models.OneToOneField("ingest.Project", on_delete=models.CASCADE, related_name="mute_settings")
+    max_duration_hours = models.PositiveIntegerField(default=int(MAX_MUTE_DURATION / timedelta(hours=1)))
+    unused_days = models.PositiveIntegerField(default=DEFAULT_UNUSED_MUTE_DAYS)
+
+    class Meta:
+        verbose_name_plural = "mute settings"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(max_duration_hours__gte=1, max_duration_hours__lte=MUTE_DURATION_CEILING / timedelta(hours=1)),
+                name="mute_max_duration_bounded",
+            ),
+            models.CheckConstraint(condition=Q(unused_days__gte=1, unused_days__lte=MAX_UNUSED_MUTE_DAYS),
+                                   name="mute_unused_days_bounded"),
+        ]
+
+    @classmethod
+    def of(cls, project_id) -> "MuteSettings":
+        """The project's settings, or the defaults (unsaved) when it has none."""
+        return cls.objects.filter(project_id=project_id).first() or cls(project_id=project_id)
+
+    @property
+    def max_duration(self) -> timedelta:
+        return timedelta(hours=self.max_duration_hours)
+
+    def clean(self):
+        ceiling = int(MUTE_DURATION_CEILING / timedelta(hours=1))
+        if not isinstance(self.max_duration_hours, int) or not 1 <= self.max_duration_hours <= ceiling:
+            raise ValidationError({"max_duration_hours": f"max_duration_hours must be a whole number from 1 to {ceiling}"})
+        if not isinstance(self.unused_days, int) or not 1 <= self.unused_days <= MAX_UNUSED_MUTE_DAYS:
+            raise ValidationError({"unused_days": f"unused_days must be a whole number from 1 to {MAX_UNUSED_MUTE_DAYS}"})
+
+
+class MuteEndReason(models.TextChoices):
+    EXPIRED = "expired", "expired"  # its expires_at passed (the sweep)
+    ENDED_BY_PERSON = "ended_by_person", "ended by a person"  # someone ended it early (`ended_by`)
+    UNUSED = "unused", "ended unused"  # it covered no alert for the project's unused_days (the sweep)
+    REPLACED = "replaced", "replaced by an extension"  # the mute that `extends` it took over
 
 
 class MuteScope(models.TextChoices):
@@ -233,7 +281,9 @@ class Mute(models.Model):
     """An on-call decision to keep a rule's alerts quiet for a while, with a reason; it always expires.
 
     Active while not ended and expires_at is in the future. The periodic sweep
-    ends expired mutes and puts the alerts they kept muted back to firing.
+    ends expired mutes and puts the alerts they kept muted back to firing. Who ended
+    it, when and why are `ended_by`, `ended_at`, `end_reason`; the alerts it held are
+    its MuteHold rows; an extension is a new mute whose `extends` names this one.
     """
 
     project = models.ForeignKey("ingest.Project", on_delete=models.CASCADE, related_name="mutes")
@@ -246,6 +296,13 @@ class Mute(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
+    ended_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+")
+    end_reason = models.CharField(max_length=16, choices=MuteEndReason.choices, blank=True)
+    # An extension is a new mute naming the one it replaced.
+    extends = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="extensions")
+    # Longer than the project's maximum duration when made (only a rule admin may): the audit report flags it.
+    over_limit = models.BooleanField(default=False)
 
     objects = MuteQuerySet.as_manager()
 
@@ -260,6 +317,9 @@ class Mute(models.Model):
                 name="mute_run_matches_scope",
             ),
             models.CheckConstraint(condition=Q(scope=MuteScope.COMPONENT) | Q(component=""), name="mute_component_only_for_component"),
+            # An ended mute says why; an active one has no reason to end.
+            models.CheckConstraint(condition=Q(ended_at__isnull=True, end_reason="") | Q(ended_at__isnull=False) & ~Q(end_reason=""),
+                                   name="mute_end_reason_when_ended"),
         ]
 
     def __str__(self):
@@ -281,6 +341,31 @@ class Mute(models.Model):
         if self.scope == MuteScope.COMPONENT:
             q &= Q(component=self.component)
         return q
+
+
+class MuteHold(models.Model):
+    """An alert this mute muted, and when: written whenever a mute moves an alert to muted or takes one over."""
+
+    mute = models.ForeignKey(Mute, on_delete=models.CASCADE, related_name="holds")
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="mute_holds")
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["mute", "at"], name="mutehold_mute_at")]
+
+
+class MuteComment(models.Model):
+    """A mute's comment log: people's notes, and the console's own (no `by`), e.g. why the sweep ended it."""
+
+    mute = models.ForeignKey(Mute, on_delete=models.CASCADE, related_name="comments")
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    at = models.DateTimeField()
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [models.CheckConstraint(condition=~Q(text=""), name="mutecomment_text_required")]
 
 
 class BandSample(models.Model):

@@ -28,7 +28,7 @@ from django.views.decorators.http import require_POST
 
 from alerts import describe, faults, incidents, review, triage
 from alerts.forms import RuleForm
-from alerts.models import Alert, AlertState, Incident, Mute, MuteScope, Rule, RuleRevision, Verdict
+from alerts.models import Alert, AlertState, Incident, Mute, MuteEndReason, MuteScope, Rule, RuleRevision, Verdict
 from alerts.rules import delete_rule, EDIT_DENIED, save_rule
 from alerts.starter import RUNBOOKS
 from opsconsole.permissions import can_edit_rules, can_triage, rule_admin_projects, visible_projects
@@ -423,3 +423,70 @@ def runbook(request, name):
         "persistence_words": describe.persistence_words(rule["persistence"]),
         "param_rows": describe.param_rows(rule.get("params")),
     })
+
+
+# --- mutes ---------------------------------------------------------------------
+# A project's mutes (active, ended or all) and one mute with its history, the alerts it held and its comment
+# log; members read, on-call and rule admins comment (the same rule as the API, alerts/api.py).
+
+MUTE_STATUSES = ["active", "ended", "all"]
+
+
+@login_required
+def mute_list(request):
+    projects = visible_projects(request.user)
+    status = request.GET.get("status") or "active"
+    if status not in MUTE_STATUSES:
+        status = "active"
+    project = None
+    if request.GET.get("project"):
+        project = get_object_or_404(projects, slug=request.GET["project"])
+    mutes = Mute.objects.filter(project__in=[project] if project else projects)
+    now = timezone.now()
+    if status == "active":
+        mutes = mutes.active(now)
+    elif status == "ended":
+        mutes = mutes.exclude(pk__in=Mute.objects.active(now))
+    mutes = mutes.select_related("project", "rule", "run", "created_by", "ended_by").annotate(held=Count("holds"))
+    return render(request, "alerts/mutes.html", {
+        "mutes": mutes.order_by("-created_at", "-id"), "project": project, "projects": projects,
+        "status": status, "statuses": MUTE_STATUSES, "now": now,
+    })
+
+
+def _visible_mute(request, pk):
+    mutes = Mute.objects.filter(project__in=visible_projects(request.user))
+    return get_object_or_404(mutes.select_related("project", "rule", "run", "created_by", "ended_by", "extends"), pk=pk)
+
+
+def _render_mute(request, mute, status=200, error="", text=""):
+    return render(request, "alerts/mute_detail.html", {
+        "mute": mute,
+        "active": mute.ended_at is None and mute.expires_at > timezone.now(),
+        "end_reason": MuteEndReason(mute.end_reason).label if mute.end_reason else "",
+        "extensions": mute.extensions.order_by("id"),
+        "holds": mute.holds.select_related("alert__run").order_by("at", "id"),
+        "comments": mute.comments.select_related("by"),
+        "can_comment": can_triage(request.user, mute.project),
+        "error": error, "text": text,
+    }, status=status)
+
+
+@login_required
+def mute_detail(request, pk):
+    return _render_mute(request, _visible_mute(request, pk))
+
+
+@login_required
+@require_POST
+def mute_comment(request, pk):
+    mute = _visible_mute(request, pk)
+    if not can_triage(request.user, mute.project):
+        raise PermissionDenied("commenting on mutes needs the on-call or rule admin role in this project")
+    try:
+        triage.comment_on_mute(mute, request.user, request.POST.get("text", ""))
+    except ValidationError as exc:
+        message = " ".join(exc.message_dict.get("text", [])) or " ".join(m for ms in exc.message_dict.values() for m in ms)
+        return _render_mute(request, mute, status=400, error=message, text=request.POST.get("text", ""))
+    messages.success(request, f"Comment added to mute #{mute.pk}.")
+    return redirect("console:mute", pk=mute.pk)

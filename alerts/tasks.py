@@ -56,7 +56,7 @@ def sweep_unevaluated(grace_seconds=10, limit=1000):
             break  # the broker went away again: the next sweep takes the rest
         queued += 1
     alert_silent_runs()
-    sweep_mutes()  # expired mutes end and their alerts fire again; active ones cover what they should
+    sweep_mutes()  # expired and unused mutes end and their alerts fire again; active ones cover what they should
     stalled_before = timezone.now() - timedelta(seconds=settings.RUN_STALLED_SECONDS)
     quiet = Run.objects.filter(status=RunStatus.HEALTHY, last_seen_at__lt=stalled_before)
     for run in quiet.only("pk", "project_id", "run_id", "last_step"):

@@ -17,8 +17,15 @@ one change nothing and write no row (the functions return None). A verdict may
 be given on any alert, resolved included; a later verdict replaces the alert's
 verdict and both rows stay.
 
+Mutes: each records the alerts it muted (MuteHold rows) and ends once, with a
+reason: expired (the sweep), ended_by_person (end_mute), unused (the sweep,
+after the project's unused_days covering no alert) or replaced (extend_mute,
+whose new mute `extends` the old). Its length is bounded by the project's
+MuteSettings (7 days unless set): past it only a rule admin, and the mute is
+marked `over_limit`.
+
 Bad input is a django ValidationError whose dict names the field (`verdict`,
-`note`, `scope`, `reason`, `expires_at`, `duration_minutes`); the API and the
+`note`, `scope`, `reason`, `expires_at`, `duration_minutes`, `text`); the API and the
 inbox page show it as it is. Permission is the caller's: every view checks
 `opsconsole.permissions.can_triage` first.
 """
@@ -31,10 +38,14 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from alerts.changes import record_change
-from alerts.models import MAX_MUTE_DURATION, Alert, AlertState, ChangeKind, Mute, MuteScope, Verdict
+from alerts.models import (
+    MUTE_DURATION_CEILING, Alert, AlertState, ChangeKind, Mute, MuteComment, MuteEndReason, MuteHold, MuteScope,
+    MuteSettings, Verdict,
+)
 from alerts.review import needs_review_q, resolved_no_verdict
 
-# What the inbox page offers (minutes, label); the API takes any duration up to MAX_MUTE_DURATION.
+# What the inbox page offers (minutes, label); the API takes any duration up to the project's MuteSettings
+# (7 days unless set), and a rule admin up to MUTE_DURATION_CEILING.
 MUTE_DURATIONS = [(60, "1 hour"), (240, "4 hours"), (1440, "24 hours"), (10080, "7 days")]
 ACKNOWLEDGEABLE = [AlertState.FIRING, AlertState.MUTED]
 MUTABLE = [AlertState.FIRING, AlertState.ACKNOWLEDGED]
@@ -74,9 +85,14 @@ def _current_state(alert):
     return alert.state
 
 
-def max_duration_words():
-    days = MAX_MUTE_DURATION / timedelta(days=1)
-    return f"{days:g} days"
+def _duration_words(duration):
+    days = duration / timedelta(days=1)
+    return f"{days:g} days" if days >= 1 else f"{duration / timedelta(hours=1):g} hours"
+
+
+def max_duration_words(project_id=None):
+    """The project's longest mute in words (the default's when no project is named)."""
+    return _duration_words(MuteSettings.of(project_id).max_duration)
 
 
 def acknowledge(alert, user, now=None):
@@ -152,8 +168,8 @@ def parse_expiry(expires_at=None, duration_minutes=None, now=None):
             minutes = None
         if isinstance(duration_minutes, bool) or minutes is None or minutes <= 0:
             raise ValidationError({"duration_minutes": "duration_minutes must be a whole number of minutes above 0"})
-        if minutes > MAX_MUTE_DURATION / timedelta(minutes=1):
-            raise ValidationError({"duration_minutes": f"a mute lasts at most {max_duration_words()}"})
+        if minutes > MUTE_DURATION_CEILING / timedelta(minutes=1):
+            raise ValidationError({"duration_minutes": f"a mute lasts at most {_duration_words(MUTE_DURATION_CEILING)}"})
         return now + timedelta(minutes=minutes)
     if not given(expires_at):
         return None
@@ -173,12 +189,47 @@ def parse_expiry(expires_at=None, duration_minutes=None, now=None):
         raise ValidationError({"expires_at": "expires_at is beyond the year 9999"}) from None
 
 
+def _window(expires_at, duration_minutes, now, project_id, user, errors):
+    """The end of a new mute and whether it is over the project's limit; a problem goes into `errors` by field.
+
+    In the future, and at most the project's max duration ahead (MuteSettings, 7 days by default); a rule
+    admin may go further (up to MUTE_DURATION_CEILING), and the mute is then marked over_limit.
+    """
+    from opsconsole.permissions import can_edit_rules
+
+    field = "duration_minutes" if duration_minutes not in (None, "") else "expires_at"
+    limit = MuteSettings.of(project_id).max_duration
+    try:
+        when = parse_expiry(expires_at, duration_minutes, now)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+        return None, False
+    if when is None:
+        errors["expires_at"] = (
+            f"expires_at (or duration_minutes) is required: a mute always ends, at most {_duration_words(limit)} ahead"
+        )
+    elif when <= now:
+        errors["expires_at"] = "expires_at must be in the future"
+    elif when - now > MUTE_DURATION_CEILING:
+        errors[field] = f"{field} is at most {_duration_words(MUTE_DURATION_CEILING)} ahead; no indefinite mute"
+    elif when - now > limit:
+        from ingest.models import Project
+
+        if can_edit_rules(user, Project.objects.get(pk=project_id)):
+            return when, True
+        errors[field] = (
+            f"{field} is at most {_duration_words(limit)} ahead (this project's limit); a longer mute needs a rule admin"
+        )
+    return when, False
+
+
 def mute(alert, user, scope, reason, expires_at=None, *, duration_minutes=None, now=None):
     """Mute the alert's rule on every run of the project, on its run, or on its component, until expires_at.
 
     Creates the Mute, and moves every open alert it covers (firing or
-    acknowledged) to muted, each with its own "muted" row. New alerts it covers
-    are created muted (apply_mutes) until it expires (end_expired_mutes).
+    acknowledged) to muted, each with its own "muted" row and MuteHold. New
+    alerts it covers are created muted (apply_mutes) until it ends
+    (end_expired_mutes, end_unused_mutes, end_mute, extend_mute).
     """
     now = now or timezone.now()
     errors = {}
@@ -193,19 +244,7 @@ def mute(alert, user, scope, reason, expires_at=None, *, duration_minutes=None, 
         errors["scope"] = f"scope must be one of {', '.join(MuteScope.values)}"
     if reason == "":
         errors["reason"] = "a reason is required: say why these alerts may stay quiet"
-    try:
-        expires_at = parse_expiry(expires_at, duration_minutes, now)
-    except ValidationError as exc:
-        errors.update(exc.message_dict)
-    else:
-        if expires_at is None:
-            errors["expires_at"] = (
-                f"expires_at (or duration_minutes) is required: a mute always ends, at most {max_duration_words()} ahead"
-            )
-        elif expires_at <= now:
-            errors["expires_at"] = "expires_at must be in the future"
-        elif expires_at - now > MAX_MUTE_DURATION:
-            errors["expires_at"] = f"expires_at is at most {max_duration_words()} ahead; no indefinite mute"
+    expires_at, over_limit = _window(expires_at, duration_minutes, now, alert.rule.project_id, user, errors)
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
@@ -213,7 +252,7 @@ def mute(alert, user, scope, reason, expires_at=None, *, duration_minutes=None, 
             project_id=alert.rule.project_id, scope=scope, rule_id=alert.rule_id,
             run_id=None if scope == MuteScope.RULE else alert.run_id,
             component=alert.component if scope == MuteScope.COMPONENT else "",
-            reason=reason, expires_at=expires_at, created_by=_actor(user), created_at=now,
+            reason=reason, expires_at=expires_at, created_by=_actor(user), created_at=now, over_limit=over_limit,
         )
         created.muted = _mute_covered(created, MUTABLE, user, now)
     if alert.pk in created.muted:
@@ -232,6 +271,7 @@ def _mute_covered(mute, states, user, now):
         if Alert.objects.filter(pk=alert.pk, state__in=states).update(state=AlertState.MUTED):
             alert.state = AlertState.MUTED
             _record(alert, ChangeKind.MUTED, user, now, note=_mute_note(mute))
+            MuteHold.objects.create(mute=mute, alert=alert, at=now)
             muted.append(alert.pk)
     return muted
 
@@ -245,31 +285,127 @@ def apply_mutes(alert, now=None):
     if Alert.objects.filter(pk=alert.pk, state=AlertState.FIRING).update(state=AlertState.MUTED):
         alert.state = AlertState.MUTED
         record_change(alert, ChangeKind.MUTED, step=alert.fired_step, at=now, note=_mute_note(covering))
+        MuteHold.objects.create(mute=covering, alert=alert, at=now)
     return covering
 
 
+def _end(mute, now, end_reason, by=None, note="") -> bool:
+    """End the mute once (a conditional update), and fire again the muted alerts it covered that no other active
+    mute covers, each with its own "unmuted" row. False when it had ended already (another sweep, a person)."""
+    with transaction.atomic():
+        claimed = Mute.objects.filter(pk=mute.pk, ended_at__isnull=True).update(
+            ended_at=now, end_reason=end_reason, ended_by=_actor(by))
+        if not claimed:
+            return False
+        mute.ended_at, mute.end_reason, mute.ended_by = now, end_reason, _actor(by)
+        if note:
+            MuteComment.objects.create(mute=mute, by=None, at=now, text=note)
+        if end_reason == MuteEndReason.REPLACED:
+            return True  # its extension covers the same alerts from now on: they stay muted
+        still_active = Mute.objects.active(now)
+        said = {
+            MuteEndReason.EXPIRED: f"expired at {mute.expires_at.isoformat()}",
+            MuteEndReason.ENDED_BY_PERSON: "ended by hand",
+            MuteEndReason.UNUSED: "ended: it covered no alert",
+        }[end_reason]
+        for alert in Alert.objects.filter(mute.alerts_q(), state=AlertState.MUTED).select_related("rule", "run"):
+            if still_active.covering(alert).exists():
+                continue
+            if Alert.objects.filter(pk=alert.pk, state=AlertState.MUTED).update(state=AlertState.FIRING):
+                alert.state = AlertState.FIRING
+                _record(alert, ChangeKind.UNMUTED, by, now, note=f"mute #{mute.pk} ({mute.scope}) {said}")
+    return True
+
+
 def end_expired_mutes(now=None) -> int:
-    """End every expired mute once; the muted alerts it covered that no other active mute covers fire again.
+    """End every expired mute once (end_reason expired); its muted alerts no other active mute covers fire again.
 
     Each mute is claimed by a conditional update of its ended_at, so two
     sweeps at once end it, and un-mute its alerts, exactly once.
     """
     now = now or timezone.now()
+    return sum(_end(m, now, MuteEndReason.EXPIRED) for m in Mute.objects.filter(ended_at__isnull=True, expires_at__lte=now))
+
+
+def end_unused_mutes(now=None) -> int:
+    """End, once, every active mute that has covered no alert for its project's unused_days (end_reason unused).
+
+    Covering no alert: it holds no muted alert now, and has muted none (no MuteHold) in those days, nor was
+    it made in them. The comment log says why it ended.
+    """
+    now = now or timezone.now()
     ended = 0
-    for expired in Mute.objects.filter(ended_at__isnull=True, expires_at__lte=now):
-        with transaction.atomic():
-            if not Mute.objects.filter(pk=expired.pk, ended_at__isnull=True).update(ended_at=now):
-                continue  # another sweep ended it
-            ended += 1
-            still_active = Mute.objects.active(now)
-            for alert in Alert.objects.filter(expired.alerts_q(), state=AlertState.MUTED).select_related("rule", "run"):
-                if still_active.covering(alert).exists():
-                    continue
-                if Alert.objects.filter(pk=alert.pk, state=AlertState.MUTED).update(state=AlertState.FIRING):
-                    alert.state = AlertState.FIRING
-                    _record(alert, ChangeKind.UNMUTED, None, now,
-                            note=f"mute #{expired.pk} ({expired.scope}) expired at {expired.expires_at.isoformat()}")
+    days_of = {}
+    for candidate in Mute.objects.active(now).order_by("id"):
+        if candidate.project_id not in days_of:
+            days_of[candidate.project_id] = MuteSettings.of(candidate.project_id).unused_days
+        days = days_of[candidate.project_id]
+        since = now - timedelta(days=days)
+        if candidate.created_at > since or candidate.holds.filter(at__gt=since).exists():
+            continue
+        if Alert.objects.filter(candidate.alerts_q(), state=AlertState.MUTED).exists():
+            continue
+        ended += _end(candidate, now, MuteEndReason.UNUSED,
+                      note=f"ended: covered no alert for {days} day{'s' if days != 1 else ''}")
     return ended
+
+
+def _active_mute(mute, now, errors):
+    mute.refresh_from_db(fields=["ended_at", "expires_at"])
+    if mute.ended_at is not None or mute.expires_at <= now:
+        errors["state"] = f"mute #{mute.pk} has ended: only an active mute can be ended or extended"
+
+
+def end_mute(mute, user, now=None) -> Mute:
+    """End an active mute by hand (ended_by, end_reason ended_by_person); its alerts fire again as at expiry."""
+    now = now or timezone.now()
+    errors = {}
+    _active_mute(mute, now, errors)
+    if errors or not _end(mute, now, MuteEndReason.ENDED_BY_PERSON, by=user):
+        raise ValidationError(errors or {"state": f"mute #{mute.pk} has ended: only an active mute can be ended"})
+    return mute
+
+
+def extend_mute(mute, user, reason, expires_at=None, *, duration_minutes=None, now=None) -> Mute:
+    """Replace an active mute with a new one of the same scope that `extends` it, until a later expiry.
+
+    The old one ends (end_reason replaced, ended_by); the new one starts now and holds the muted alerts the
+    old one covered (a MuteHold each). Its expiry obeys the same window as a new mute's.
+    """
+    now = now or timezone.now()
+    errors = {}
+    try:
+        reason = _text(reason, "reason")
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+        reason = None
+    if reason == "":
+        errors["reason"] = "a reason is required: say why these alerts may stay quiet longer"
+    _active_mute(mute, now, errors)
+    expires_at, over_limit = _window(expires_at, duration_minutes, now, mute.project_id, user, errors)
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        if not _end(mute, now, MuteEndReason.REPLACED, by=user):
+            raise ValidationError({"state": f"mute #{mute.pk} has ended: only an active mute can be extended"})
+        created = Mute.objects.create(
+            project_id=mute.project_id, scope=mute.scope, rule_id=mute.rule_id, run_id=mute.run_id,
+            component=mute.component, reason=reason, expires_at=expires_at, created_by=_actor(user),
+            created_at=now, over_limit=over_limit, extends=mute,
+        )
+        held = list(Alert.objects.filter(created.alerts_q(), state=AlertState.MUTED))
+        MuteHold.objects.bulk_create(MuteHold(mute=created, alert=a, at=now) for a in held)
+        created.muted = _mute_covered(created, [AlertState.FIRING], user, now)
+    return created
+
+
+def comment_on_mute(mute, user, text, now=None) -> MuteComment:
+    """A person's note in the mute's comment log (any time, ended or not)."""
+    now = now or timezone.now()
+    text = _text(text, "text")
+    if not text:
+        raise ValidationError({"text": "text is required: say what you want noted"})
+    return MuteComment.objects.create(mute=mute, by=_actor(user), at=now, text=text)
 
 
 def catch_up_mutes(now=None) -> int:
@@ -279,9 +415,10 @@ def catch_up_mutes(now=None) -> int:
 
 
 def sweep_mutes(now=None) -> int:
-    """The periodic sweep's part: expire mutes, then make sure active ones cover what they should."""
+    """The periodic sweep's part: expire mutes, end unused ones, then make sure active ones cover what they should."""
     now = now or timezone.now()
     ended = end_expired_mutes(now)
+    ended += end_unused_mutes(now)
     catch_up_mutes(now)
     return ended
 

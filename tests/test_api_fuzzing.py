@@ -18,6 +18,7 @@ from schemathesis.config._checks import NEGATIVE_DATA_REJECTION_EXPECTED_STATUSE
 from schemathesis.config._checks import POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES as POSITIVE_STATUSES
 from schemathesis.engine import events, from_schema
 
+from alerts import triage
 from alerts.incidents import group_new_alerts
 from ingest.contract import CONDITIONS
 from ingest.models import Run
@@ -59,8 +60,9 @@ def seeded(project, other_project, token, other_token, owner, sender):
     assert sender.post({"run": {"id": "fuzz-run", "tags": {"team": "a"}}, "points": points, "events": events}).status_code == 202
     assert sender.post({"run": {"id": "other-project-run"}, "points": points}, token=other_token).status_code == 202
     rule = make_rule(project, kind="nonfinite")
-    for state in ("firing", "acknowledged", "resolved"):
-        make_alert(rule, run="fuzz-run", component=f"layers.{state}", state=state)
+    alerts = [make_alert(rule, run="fuzz-run", component=f"layers.{state}", state=state)
+              for state in ("firing", "acknowledged", "resolved")]
+    triage.mute(alerts[0], owner, "component", "for the mute operations to find", duration_minutes=60)
     group_new_alerts(Run.objects.get(run_id="fuzz-run"))  # an incident for the incident operations to find
     return {"project": token, "personal": PersonalToken.issue(owner)[1]}
 
@@ -71,6 +73,9 @@ def seeded(project, other_project, token, other_token, owner, sender):
 # mute's window (in the future, at most 7 days ahead). Those answer 400 naming the field.
 DECIDED_BY_STATE = ("rules_create", "rules_update", "rules_partial_update", "alerts_acknowledge", "alerts_mute",
                     "incidents_acknowledge", "incidents_mute",
+                    # mutes: only an active one can be ended or extended, and past the project's limit only by
+                    # a rule admin.
+                    "mutes_end", "mutes_extend",
                     # reviews: decided once, compared with another run than its own, a next review after the run's
                     # newest step, a correction of an entry that exists, a schedule with steps or hours.
                     "reviews_check_step", "reviews_compare", "reviews_decide", "decisions_create", "review_schedules_set")
