@@ -71,6 +71,9 @@ def seeded(project, other_project, token, other_token, owner, sender):
 # mute's window (in the future, at most 7 days ahead). Those answer 400 naming the field.
 DECIDED_BY_STATE = ("rules_create", "rules_update", "rules_partial_update", "alerts_acknowledge", "alerts_mute",
                     "incidents_acknowledge", "incidents_mute",
+                    # a backtest: a saved rule by id or a draft's fields (validated as rules_create validates them),
+                    # run ids of the rule's project, at most 200 runs matching.
+                    "rules_backtest",
                     # reviews: decided once, compared with another run than its own, a next review after the run's
                     # newest step, a correction of an entry that exists, a schedule with steps or hours.
                     "reviews_check_step", "reviews_compare", "reviews_decide", "decisions_create", "review_schedules_set")
