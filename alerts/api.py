@@ -11,21 +11,23 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import exceptions, permissions, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from alerts import faults, incidents, triage
+from alerts import backtest, faults, incidents, triage
 from alerts.models import (
     Alert, AlertState, ChangeKind, IncidentState, MUTE_DURATION_CEILING, Mute, MuteEndReason, MuteScope, PermittedResponse, Rule, Verdict,
 )
 from alerts.rules import delete_rule, EDIT_DENIED
-from alerts.serializers import RuleSerializer
+from alerts.serializers import BacktestRequestSerializer, BacktestResultSerializer, RuleSerializer
 from alerts.wire import alert_as_dict
 from ingest.contract import RUN_ID_RE
 from ingest.serializers import pattern_field, read_query, RunQuerySerializer
 from opsconsole.permissions import can_edit_rules, can_triage, visible_projects, visible_runs
+from opsconsole.request_guard import BoundedJSONParser
 from opsconsole.schema import errors
 
 
@@ -60,6 +62,27 @@ class RuleViewSet(viewsets.ModelViewSet):
         if self.request.query_params.get("project"):
             rules = rules.filter(project__slug=self.request.query_params["project"])
         return faults.with_health(rules)
+
+    @extend_schema(
+        operation_id="rules_backtest", request=BacktestRequestSerializer,
+        responses={200: BacktestResultSerializer, **errors(400, 404)},
+    )
+    # JSON only: the rule's scope and the tags are nested objects, which have no form encoding.
+    @action(detail=False, methods=["post"], url_path="backtest", parser_classes=[BoundedJSONParser])
+    def backtest(self, request):
+        """What a rule would have fired on stored runs, replayed by the live engine's code, saving nothing.
+
+        The rule: `"rule": <id>` for a saved one, or a draft given by the fields `POST /api/v1/rules/` takes
+        (validated the same way: governance and params errors are a 400 naming the field; its name may be
+        taken). The runs: `runs` (ids), or the rule's project's runs filtered by `tags` and `since`/`until`;
+        at most 200 (more is a 400 on `runs`). Any member of the rule's project may backtest (it changes
+        nothing); a saved rule in a project the caller cannot see is a 404, a draft's unknown project a 400.
+        The answer's `limits` say what a replay cannot reproduce (wall-clock absence, mutes, …).
+        """
+        asked = BacktestRequestSerializer(data=request.data, context=self.get_serializer_context())
+        asked.is_valid(raise_exception=True)
+        rule, runs = asked.rule_and_runs()
+        return Response(backtest.backtest(rule, runs))
 
     def perform_destroy(self, instance):
         try:

@@ -457,13 +457,8 @@ class _Evaluator:
         self.judged = set()  # rules that judged some of this batch (to see one recover)
         self.phases = PhaseIndex(run)
         self.extended = set()  # alerts already given an "extended" row for this batch
-        self.progress_rows = {
-            (p.rule_id, p.component, p.metric): p for p in RuleProgress.objects.filter(run=run, rule__in=rules)
-        }
-        self.open_alerts = {
-            (a.rule_id, a.component): a
-            for a in Alert.objects.filter(run=run, rule__in=rules).exclude(state=AlertState.RESOLVED).select_related("rule", "run")
-        }
+        self.progress_rows = self.stored_progress(rules)
+        self.open_alerts = self.stored_open_alerts(rules)
         self.reference_runs = list(
             Run.objects.filter(project_id=run.project_id, reference=True).exclude(pk=run.pk).values_list("pk", flat=True)
         )
@@ -473,6 +468,34 @@ class _Evaluator:
         self.attempt_starts = {}
         self.touched = set()  # progress rows this batch changed: only these are written back
         self.band_samples = {}
+
+    # What the evaluator reads and writes besides judging: a backtest (alerts/backtest.py) replaces these
+    # with state kept in memory, so it runs this same judging code without a row written.
+
+    def stored_progress(self, rules):
+        return {(p.rule_id, p.component, p.metric): p for p in RuleProgress.objects.filter(run=self.run, rule__in=rules)}
+
+    def stored_open_alerts(self, rules):
+        alerts = Alert.objects.filter(run=self.run, rule__in=rules).exclude(state=AlertState.RESOLVED)
+        return {(a.rule_id, a.component): a for a in alerts.select_related("rule", "run")}
+
+    def create_alert(self, **fields):
+        alert = Alert.objects.create(**fields)
+        record_change(alert, ChangeKind.FIRED, step=fields["fired_step"], at=self.now, receipt=self.receipt)
+        apply_mutes(alert, self.now)  # under an active mute it is created muted, with its own row
+        return alert
+
+    def update_alert(self, alert, updates, step):
+        if updates:
+            Alert.objects.filter(pk=alert.pk).update(**updates)
+        if alert.pk not in self.extended:
+            record_change(alert, ChangeKind.EXTENDED, step=step, at=self.now, receipt=self.receipt)
+            self.extended.add(alert.pk)
+
+    def close_alert(self, alert, step):
+        Alert.objects.filter(pk=alert.pk).update(state=AlertState.RESOLVED, resolved_at=self.now)
+        alert.state, alert.resolved_at = AlertState.RESOLVED, self.now
+        record_change(alert, ChangeKind.RESOLVED, step=step, at=self.now, receipt=self.receipt)
 
     def progress(self, rule, component, metric):
         key = (rule.pk, component, metric)
@@ -557,13 +580,11 @@ class _Evaluator:
         alert = self.open_alerts.get((rule.pk, component))
         if alert is None:
             phase = self.phases.at(first_step)
-            alert = Alert.objects.create(
+            alert = self.create_alert(
                 rule=rule, run=self.run, component=component, metric=metric, condition=condition,
                 first_step=first_step, last_step=step, fired_step=step, magnitude=magnitude, magnitude_unit=unit,
                 phase=phase.phase if phase else "", fired_at=self.now,
             )
-            record_change(alert, ChangeKind.FIRED, step=step, at=self.now, receipt=self.receipt)
-            apply_mutes(alert, self.now)  # under an active mute it is created muted, with its own row
             self.open_alerts[(rule.pk, component)] = alert
             self.extended.add(alert.pk)
             return
@@ -579,22 +600,19 @@ class _Evaluator:
             updates["phase"] = alert.phase = phase.phase if phase else ""
         if magnitude is not None and (alert.magnitude is None or magnitude > alert.magnitude):
             updates["magnitude"] = alert.magnitude = magnitude
-        if updates:
-            Alert.objects.filter(pk=alert.pk).update(**updates)
-        if alert.pk not in self.extended:
-            record_change(alert, ChangeKind.EXTENDED, step=step, at=self.now, receipt=self.receipt)
-            self.extended.add(alert.pk)
+        self.update_alert(alert, updates, step)
 
     def resolve(self, rule, component, step):
         alert = self.open_alerts.pop((rule.pk, component), None)
         if alert is not None:
-            Alert.objects.filter(pk=alert.pk).update(state=AlertState.RESOLVED, resolved_at=self.now)
-            alert.state, alert.resolved_at = AlertState.RESOLVED, self.now
-            record_change(alert, ChangeKind.RESOLVED, step=step, at=self.now, receipt=self.receipt)
+            self.close_alert(alert, step)
+
+    def batch_blocks(self):
+        """The batch's blocks, attempts in the order they began (a batch can hold the end of one and the start of the next)."""
+        return list(Block.objects.filter(receipt=self.receipt).select_related("series").order_by("attempt", "id"))
 
     def points(self, rules):
-        # Per series, attempts in the order they began: a batch can hold the end of one and the start of the next.
-        blocks = list(Block.objects.filter(receipt=self.receipt).select_related("series").order_by("attempt", "id"))
+        blocks = self.batch_blocks()
         # Within an attempt, causes before symptoms: alerts fired at one step are created in this order.
         blocks.sort(key=lambda b: (b.attempt, CAUSAL_RANK.get(b.series.metric, len(CAUSAL_RANK))))
         jobs = []
@@ -804,8 +822,9 @@ def _conditions_of(rule):
         return None
 
 
-def _judge(receipt, run, rules, invalid):
-    evaluator = _Evaluator(receipt, run, rules, invalid)
+def _judge(receipt, run, rules, invalid, evaluator=None):
+    """One batch through the rules; `evaluator` is a backtest's replay evaluator (alerts/backtest.py), else a live one."""
+    evaluator = evaluator or _Evaluator(receipt, run, rules, invalid)
     evaluator.end_silences(rules)
     point_rules = [r for r in rules if r.kind in POINT_KINDS]
     if point_rules:

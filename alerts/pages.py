@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from alerts import describe, faults, incidents, review, triage
+from alerts import backtest, describe, faults, incidents, review, triage
 from alerts.forms import RuleForm
 from alerts.models import Alert, AlertState, Incident, Mute, MuteEndReason, MuteScope, Rule, RuleRevision, Verdict
 from alerts.rules import delete_rule, EDIT_DENIED, save_rule
@@ -147,6 +147,36 @@ def rule_edit(request, pk):
             return redirect("console:rule", pk=rule.pk)
         rule.refresh_from_db()  # the page header shows the rule as stored, not the refused edit
     return render(request, "alerts/rule_form.html", {"form": form, "rule": rule})
+
+
+@login_required
+@require_POST
+def rule_backtest(request):
+    """The rule form's Backtest button: the form's rule replayed over stored runs and shown under it, unsaved.
+
+    The form page is for rule admins, so this is too (any member may backtest through the API); editing a
+    rule backtests the form's values, not the stored rule.
+    """
+    projects = rule_admin_projects(request.user).order_by("slug")
+    if not projects.exists():
+        raise PermissionDenied(EDIT_DENIED)
+    editing = _editable_rule(request, int(request.POST["editing"])) if request.POST.get("editing", "").isdigit() and len(request.POST["editing"]) < 19 else None
+    form = RuleForm(request.POST, projects=projects, instance=editing)
+    run_ids = request.POST.get("backtest_runs", "").replace(",", " ").split()
+    result = selection_error = None
+    if form.is_valid():
+        rule = form.apply(Rule())
+        try:
+            rule.full_clean(validate_unique=False, validate_constraints=False)
+            result = backtest.backtest(rule, backtest.chosen_runs(rule.project, run_ids=run_ids))
+        except ValidationError as exc:
+            form.add_model_errors(exc)
+        except backtest.BadSelection as exc:
+            selection_error = str(exc)
+    return render(request, "alerts/rule_form.html", {
+        "form": form, "rule": editing, "backtest": result, "backtest_runs": " ".join(run_ids),
+        "backtest_error": selection_error, "backtesting": True,
+    })
 
 
 @login_required

@@ -3,6 +3,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import exceptions, serializers
 
 from alerts import faults
+from alerts.backtest import MAX_RUNS, BadSelection, chosen_runs
+from alerts.governance import judging_errors
 from alerts.models import Rule
 from alerts.rules import EDIT_DENIED, name_conflict, save_rule
 from ingest.models import Project
@@ -76,3 +78,132 @@ class RuleSerializer(JsonTypesMixin, serializers.ModelSerializer):
         for key, value in validated_data.items():
             setattr(instance, key, value)
         return self._save(instance)
+
+
+class _DraftProjectField(VisibleProjectField):
+    """The caller's visible projects; every project for the console's own command (context `all_projects`)."""
+
+    def get_queryset(self):
+        return Project.objects.all() if self.context.get("all_projects") else super().get_queryset()
+
+
+class DraftRuleSerializer(RuleSerializer):
+    """A rule as the rules API takes it, checked the same way but never saved: what a backtest judges with.
+
+    Any member of the project may backtest (it changes nothing), so the rule admin check is not made; a name
+    another rule has is no conflict (a rule being edited backtests under its own name).
+    """
+
+    project = _DraftProjectField(slug_field="slug", queryset=Project.objects.all())
+
+    def validate_project(self, project):
+        return project
+
+    def validate(self, attrs):
+        return attrs
+
+    def draft(self) -> Rule:
+        """The validated rule, unsaved, with the model's own governance and params checks (400 naming the field)."""
+        rule = Rule(**self.validated_data)
+        try:
+            rule.full_clean(validate_unique=False, validate_constraints=False)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from None
+        return rule
+
+
+class BacktestRequestSerializer(JsonTypesMixin, serializers.Serializer):
+    """Which rule to backtest (a saved one by id, or a draft given by its fields) and which runs to replay."""
+
+    rule = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
+                                    help_text="a saved rule's id; without it, the body's rule fields are the draft")
+    runs = serializers.ListField(child=serializers.CharField(max_length=128), required=False, allow_empty=False,
+                                 max_length=MAX_RUNS, help_text=f"run ids to replay (at most {MAX_RUNS})")
+    project = serializers.SlugField(required=False, help_text="the draft's project; for a saved rule, its own")
+    tags = serializers.DictField(child=serializers.JSONField(), required=False, help_text="runs with these tags")
+    since = serializers.DateTimeField(required=False, help_text="runs last seen at or after this time")
+    until = serializers.DateTimeField(required=False, help_text="runs created at or before this time")
+    # The draft's fields, as POST /api/v1/rules/ takes them (checked by DraftRuleSerializer when `rule` is absent).
+    name = serializers.CharField(required=False)
+    kind = serializers.CharField(required=False)
+    description = serializers.CharField(required=False, allow_blank=True)
+    owner = serializers.CharField(required=False, allow_blank=True)
+    scope = serializers.JSONField(required=False)
+    persistence = serializers.JSONField(required=False)
+    diagnostic_url = serializers.CharField(required=False, allow_blank=True)
+    permitted_response = serializers.CharField(required=False, allow_blank=True)
+    params = serializers.JSONField(required=False)
+    enabled = serializers.BooleanField(required=False)
+
+    def validate(self, attrs):
+        if "since" in attrs and "until" in attrs and attrs["since"] > attrs["until"]:
+            raise serializers.ValidationError({"until": "until must not be before since"})
+        return attrs
+
+    def rule_and_runs(self):
+        """(the rule to judge with, the runs to replay); 404 for a saved rule the caller cannot see, else 400s."""
+        asked = self.validated_data
+        if "rule" in asked:
+            rules = Rule.objects.select_related("project")
+            if not self.context.get("all_projects"):
+                rules = rules.filter(project__in=visible_projects(self.context["request"].user))
+            rule = rules.filter(pk=asked["rule"]).first()
+            if rule is None:
+                raise exceptions.NotFound("no such rule")
+            broken = judging_errors(kind=rule.kind, scope=rule.scope, persistence=rule.persistence, params=rule.params)
+            if broken:  # stored before validation existed: the live engine does not judge with it either
+                raise serializers.ValidationError({"rule": f"rule {rule.pk} cannot be judged: {faults.invalid_text(broken)}"})
+            if asked.get("project") not in (None, rule.project.slug):
+                raise serializers.ValidationError({"project": f"rule {rule.pk} belongs to project {rule.project.slug}"})
+        else:
+            draft = DraftRuleSerializer(data=self.initial_data, context=self.context)
+            draft.is_valid(raise_exception=True)
+            rule = draft.draft()
+        try:
+            runs = chosen_runs(rule.project, run_ids=asked.get("runs"), tags=asked.get("tags"), since=asked.get("since"),
+                               until=asked.get("until"))
+        except BadSelection as exc:
+            raise serializers.ValidationError({exc.field: str(exc)}) from None
+        return rule, runs
+
+
+class WouldFireSerializer(serializers.Serializer):
+    run = serializers.CharField()
+    component = serializers.CharField(allow_blank=True)
+    metric = serializers.CharField(allow_blank=True)
+    condition = serializers.CharField(allow_blank=True)
+    first_step = serializers.IntegerField()
+    fired_step = serializers.IntegerField()
+    last_step = serializers.IntegerField()
+    magnitude = serializers.FloatField(allow_null=True)
+    unit = serializers.CharField(allow_blank=True)
+    phase = serializers.CharField(allow_blank=True)
+    resolved_step = serializers.IntegerField(allow_null=True)
+    resolved = serializers.BooleanField()
+
+
+class FalseAlarmPredictionSerializer(serializers.Serializer):
+    verdicts = serializers.IntegerField(help_text="verdicts on stored alerts overlapping the would-be alerts")
+    false_alarm = serializers.IntegerField()
+    actionable = serializers.IntegerField()
+    rate = serializers.FloatField(allow_null=True, help_text="false_alarm / verdicts; null: no prediction")
+    interval = serializers.ListField(child=serializers.FloatField(), allow_null=True, help_text="Wilson 95%")
+    prediction = serializers.CharField()
+
+
+class BacktestFaultSerializer(serializers.Serializer):
+    run = serializers.CharField()
+    batch = serializers.IntegerField(allow_null=True)
+    error = serializers.CharField()
+
+
+class BacktestResultSerializer(serializers.Serializer):
+    rule = serializers.IntegerField(allow_null=True, help_text="the saved rule's id; null for a draft")
+    runs = serializers.IntegerField(help_text="runs replayed")
+    runs_with_alerts = serializers.IntegerField()
+    alerts = serializers.IntegerField()
+    pages = serializers.IntegerField(help_text="alerts of a notify or review rule")
+    false_alarms = FalseAlarmPredictionSerializer()
+    would_fire = WouldFireSerializer(many=True)
+    faults = BacktestFaultSerializer(many=True, help_text="a run whose replay the rule stopped by raising")
+    limits = serializers.ListField(child=serializers.CharField(), help_text="what a backtest cannot reproduce")

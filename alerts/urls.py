@@ -29,6 +29,7 @@ page_urlpatterns = [
     path("runbooks/<slug:name>/", pages.runbook, name="runbook"),
     path("rules/", pages.rule_list, name="rules"),
     path("rules/new/", pages.rule_create, name="rule_new"),
+    path("rules/backtest/", pages.rule_backtest, name="rule_backtest"),
     path("rules/<int:pk>/", pages.rule_detail, name="rule"),
     path("rules/<int:pk>/edit/", pages.rule_edit, name="rule_edit"),
     path("rules/<int:pk>/delete/", pages.rule_delete, name="rule_delete"),

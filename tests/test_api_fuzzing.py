@@ -76,6 +76,9 @@ DECIDED_BY_STATE = ("rules_create", "rules_update", "rules_partial_update", "ale
                     # mutes: only an active one can be ended or extended, and past the project's limit only by
                     # a rule admin.
                     "mutes_end", "mutes_extend",
+                    # a backtest: a saved rule by id or a draft's fields (validated as rules_create validates them),
+                    # run ids of the rule's project, at most 200 runs matching.
+                    "rules_backtest",
                     # reviews: decided once, compared with another run than its own, a next review after the run's
                     # newest step, a correction of an entry that exists, a schedule with steps or hours.
                     "reviews_check_step", "reviews_compare", "reviews_decide", "decisions_create", "review_schedules_set")
