@@ -269,4 +269,11 @@ def csv_row(row: dict) -> list:
              "link_ok": "" if row["link"] is None else row["link"]["ok"],
              "link_checked_at": "" if row["link"] is None else row["link"]["checked_at"],
              "flags": " ".join(f["flag"] for f in row["flags"])}
-    return ["" if cells[c] is None else cells[c] for c in CSV_COLUMNS]
+    return ["" if cells[c] is None else _inert(cells[c]) for c in CSV_COLUMNS]
+
+
+def _inert(cell):
+    """Free text (an owner) that a spreadsheet would run as a formula gets a leading apostrophe."""
+    if isinstance(cell, str) and cell[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + cell
+    return cell

@@ -63,6 +63,15 @@ def test_csv_and_json_carry_the_pages_numbers(history, owner):
     assert (spike["fires"], spike["false_alarm_rate"], spike["median_ack_seconds"]) == (2, 0.5, (900 + 2160) / 2)
 
 
+def test_an_owner_a_spreadsheet_would_run_is_kept_inert_in_the_csv(history, owner):
+    from alerts.models import Rule
+
+    Rule.objects.filter(name="grad-high").update(owner='=HYPERLINK("http://evil.example")')
+    answer = client_for(owner).get("/api/v1/reports/rules/", {**QUERY, "format": "csv"})
+    lines = {row["rule"]: row for row in csv.DictReader(io.StringIO(answer.content.decode()))}
+    assert lines["grad-high"]["owner"] == "'=HYPERLINK(\"http://evil.example\")"
+
+
 def test_printable_page_has_the_table_and_no_navigation(history, owner):
     for url, query in (("/reports/rules/print/", QUERY), ("/reports/rules/", {**QUERY, "print": "1"})):
         html = client_for(owner).get(url, query).content.decode()
