@@ -7,6 +7,7 @@ COPY ingest ./ingest
 COPY alerts ./alerts
 COPY runs ./runs
 COPY reviews ./reviews
+COPY audit ./audit
 RUN pip install --no-cache-dir .
 COPY . .
 RUN SECRET_KEY=build ALLOWED_HOSTS=build python manage.py collectstatic --noinput -v 0

@@ -27,6 +27,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from alerts import backtest, describe, faults, incidents, review, triage
+from alerts.fatigue import rules_to_fix_first
 from alerts.forms import RuleForm
 from alerts.models import Alert, AlertState, Incident, Mute, MuteEndReason, MuteScope, Rule, RuleRevision, Verdict
 from alerts.rules import delete_rule, EDIT_DENIED, save_rule
@@ -72,6 +73,7 @@ def rule_list(request):
     _add_stats(rules)
     return render(request, "alerts/rules.html", {
         "rules": rules,
+        "fix_first": rules_to_fix_first(rules),
         "projects": projects,
         "selected": selected,
         "can_create": rule_admin_projects(request.user).exists(),

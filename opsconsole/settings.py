@@ -7,6 +7,7 @@ REDIS_URL switch to PostgreSQL and Redis, which is how it runs in production.
 import importlib.util
 from pathlib import Path
 
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 from opsconsole.env import database_from_url, env_bool, env_int, env_list, env_str, env_url, redis_url, sqlite_options
@@ -48,6 +49,7 @@ INSTALLED_APPS = [
     "alerts",
     "runs",
     "reviews",
+    "audit",
 ]
 
 MIDDLEWARE = [
@@ -194,7 +196,39 @@ CELERY_BEAT_SCHEDULE = {
         "task": "reviews.tasks.open_due_reviews",
         "schedule": float(EVALUATION_SWEEP_SECONDS),
     },
+    # The rule audit (audit/tasks.py): diagnostic links checked hourly, each owner's report on Monday morning (UTC).
+    "check-diagnostic-links": {
+        "task": "audit.tasks.check_diagnostic_links",
+        "schedule": crontab(minute=17),
+    },
+    "weekly-rule-reports": {
+        "task": "audit.tasks.send_weekly_reports",
+        "schedule": crontab(minute=0, hour=7, day_of_week="mon"),
+    },
 }
+
+# Mail (the weekly rule reports): printed to the console unless the environment names an SMTP server.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+def _module_exists(name):
+    try:
+        return bool(name) and importlib.util.find_spec(name) is not None
+    except ImportError:  # a parent package is missing
+        return False
+
+
+_EMAIL_MODULE, _, _EMAIL_CLASS = EMAIL_BACKEND.rpartition(".")
+if not _EMAIL_CLASS or not _module_exists(_EMAIL_MODULE):
+    # Otherwise the first weekly report would fail, days after a deployment.
+    raise ImproperlyConfigured(f"EMAIL_BACKEND={EMAIL_BACKEND!r}: expected a backend's dotted path, e.g. "
+                               "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "warning-light@localhost")
+# How long a diagnostic link may take to answer before the audit calls it down.
+LINK_CHECK_TIMEOUT_SECONDS = env_int("LINK_CHECK_TIMEOUT_SECONDS", 5, minimum=1)
 
 # redis-py's default read timeout (5 s) equals channels_redis's blocking receive (5 s):
 # an idle websocket's receive would time out and drop the socket every few seconds.

@@ -52,6 +52,10 @@ def test_sqlite_database_url_with_an_absolute_path_is_accepted(tmp_path):
         ({"DEBUG": "0", "SECRET_KEY": "k", "ALLOWED_HOSTS": "h", "SECURE_HSTS_SECONDS": "a year"}, "SECURE_HSTS_SECONDS"),
         ({"CONSOLE_URL": "console.example"}, "CONSOLE_URL"),
         ({"CONSOLE_URL": "ftp://console.example"}, "CONSOLE_URL"),
+        ({"EMAIL_PORT": "smtp"}, "EMAIL_PORT"),
+        ({"EMAIL_USE_TLS": "maybe"}, "EMAIL_USE_TLS"),
+        ({"EMAIL_BACKEND": "smtp"}, "EMAIL_BACKEND"),
+        ({"EMAIL_BACKEND": "no.such.module.EmailBackend"}, "EMAIL_BACKEND"),
     ],
 )
 def test_bad_values_fail_at_start_up_naming_the_variable(tmp_path, overrides, named):

@@ -1,0 +1,279 @@
+"""The rule audit report: per rule of a project, for a period [since, until), every figure as a plain function of rows.
+
+One function (`report_rows`) builds the rows; the console page, the printable page, the JSON and the CSV all
+show them, so the formats cannot disagree.
+
+Definitions (the README repeats them):
+- fires: the rule's alerts with fired_at in the period; incidents: the distinct incidents those alerts belong to.
+- alerts per run: fires / the distinct runs they fired on.
+- triaged: an alert with an acknowledged or verdict AlertChange row, a resolved row made by a person (`by` set),
+  or reviewed_at set.
+- verdicts: the latest verdict AlertChange row of each of the period's alerts (the alert's own `verdict` field
+  when it has none); false-alarm rate = false_alarm / (false_alarm + actionable), with a 95% Wilson interval.
+- time to acknowledge: fired_at -> the alert's first acknowledged row; time to resolve: fired_at -> resolved_at;
+  medians over the alerts that have one, in seconds.
+- mutes: the rule's Mute rows whose [created_at, ended_at or expires_at) overlaps the period (whatever their
+  scope); muted hours = the union of those intervals within the period; muted share = the part of the rule's
+  firing time (the union of its alerts' [fired_at, resolved_at or until), within the period) that the mutes
+  cover.
+"""
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from statistics import median
+
+from django.contrib.auth import get_user_model
+from django.db.models import Q
+
+from alerts.fatigue import false_pages_by_rule
+from alerts.models import Alert, AlertChange, ChangeKind, Mute, Rule, RuleRevision, Verdict
+from audit.models import LinkCheck
+from opsconsole.models import Membership
+
+Z95 = 1.959963984540054  # the two-sided 95% normal quantile
+FALSE_ALARM_FLAG_RATE = 0.5  # flagged above this rate ...
+FALSE_ALARM_FLAG_MIN_VERDICTS = 5  # ... when it rests on at least this many verdicts
+MUTED_FLAG_SHARE = 0.25  # flagged when muted more than this share of its firing time
+SILENT_DAYS = 90  # flagged when it has not fired in this many days before `until`
+EDITS_FLAG = 5  # flagged when edited at least this many times in the period
+EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+
+
+class Flag:
+    FALSE_ALARMS = "false_alarms"
+    MUTED = "muted"
+    NEVER_TRIAGED = "never_triaged"
+    SILENT = "silent"
+    OWNER_GONE = "owner_gone"
+    LINK_DOWN = "link_down"
+    EDITED_OFTEN = "edited_often"
+
+
+@dataclass(frozen=True)
+class Period:
+    since: datetime
+    until: datetime
+
+    @classmethod
+    def week_before(cls, until: datetime) -> "Period":
+        return cls(days_before(until, 7), until)
+
+
+def days_before(moment: datetime, days: int) -> datetime:
+    """`moment` less `days` days, or the earliest datetime when that would fall before year 1."""
+    try:
+        return moment - timedelta(days=days)
+    except OverflowError:
+        return datetime.min.replace(tzinfo=moment.tzinfo)
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """The Wilson score interval of k successes in n trials; None without trials."""
+    if n == 0:
+        return None
+    p = k / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def union(intervals) -> list[tuple[datetime, datetime]]:
+    """Overlapping or touching [start, end) intervals merged; empty ones dropped."""
+    merged = []
+    for start, end in sorted(i for i in intervals if i[1] > i[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def clip(intervals, period: Period):
+    return [(max(s, period.since), min(e, period.until)) for s, e in intervals]
+
+
+def total_seconds(intervals) -> float:
+    return sum((e - s).total_seconds() for s, e in intervals)
+
+
+def intersection(a, b) -> list[tuple[datetime, datetime]]:
+    """Of two merged interval lists."""
+    out = []
+    for s1, e1 in a:
+        for s2, e2 in b:
+            s, e = max(s1, s2), min(e1, e2)
+            if e > s:
+                out.append((s, e))
+    return union(out)
+
+
+def _median_seconds(deltas) -> float | None:
+    values = [d.total_seconds() for d in deltas]
+    return median(values) if values else None
+
+
+def _rate(k, n):
+    return k / n if n else None
+
+
+def mute_end(mute) -> datetime:
+    return mute.ended_at or mute.expires_at
+
+
+def owner_users(owner_text: str, users):
+    """The users an owner text names: the text (trimmed) equals a username, or an e-mail address in it equals a
+    user's e-mail; case-insensitive. A team name ("Pretrain on-call <#pretrain-oncall>") names nobody."""
+    text = owner_text.strip().lower()
+    emails = {e.lower() for e in EMAIL_RE.findall(owner_text)}
+    return [u for u in users if u.get_username().lower() == text or (u.email and u.email.lower() in emails)]
+
+
+def changed_keys(before: dict | None, after: dict) -> list[str]:
+    if before is None:
+        return []
+    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+
+
+def rule_figures(rule: Rule, period: Period, *, members: set[int], users, false_pages: int = 0) -> dict:
+    """Every figure and flag of one rule for the period."""
+    alerts = list(Alert.objects.filter(rule=rule, fired_at__gte=period.since, fired_at__lt=period.until)
+                  .order_by("fired_at", "pk"))
+    ids = [a.pk for a in alerts]
+    changes = list(AlertChange.objects.filter(alert_id__in=ids).order_by("at", "pk"))
+    triaged, first_ack, last_verdict = set(), {}, {}
+    for c in changes:
+        if c.kind in (ChangeKind.ACKNOWLEDGED, ChangeKind.VERDICT) or (c.kind == ChangeKind.RESOLVED and c.by_id):
+            triaged.add(c.alert_id)
+        if c.kind == ChangeKind.ACKNOWLEDGED:
+            first_ack.setdefault(c.alert_id, c.at)
+        if c.kind == ChangeKind.VERDICT and c.verdict:
+            last_verdict[c.alert_id] = c.verdict
+    for a in alerts:
+        if a.reviewed_at is not None:
+            triaged.add(a.pk)
+        if a.pk not in last_verdict and a.verdict:
+            last_verdict[a.pk] = a.verdict
+    false_alarms = sum(1 for v in last_verdict.values() if v == Verdict.FALSE_ALARM)
+    actionable = sum(1 for v in last_verdict.values() if v == Verdict.ACTIONABLE)
+    verdicts = false_alarms + actionable
+    interval = wilson(false_alarms, verdicts)
+    runs = {a.run_id for a in alerts}
+
+    firing = union(clip([(a.fired_at, a.resolved_at or period.until) for a in alerts], period))
+    mutes = list(Mute.objects.filter(rule=rule, created_at__lt=period.until)
+                 .filter(Q(ended_at__gt=period.since) | Q(ended_at__isnull=True, expires_at__gt=period.since))
+                 .select_related("created_by").order_by("created_at", "pk")) if period.since < period.until else []
+    muted = union(clip([(m.created_at, mute_end(m)) for m in mutes], period))
+    firing_seconds = total_seconds(firing)
+    muted_while_firing = total_seconds(intersection(firing, muted))
+    ended_early = []
+    for m in mutes:
+        if m.ended_at is not None and m.ended_at < m.expires_at:
+            by = getattr(m, "ended_by", None)  # the field the mutes work adds; absent before it
+            ended_early.append({"mute": m.pk, "ended_at": m.ended_at.isoformat(), "expires_at": m.expires_at.isoformat(),
+                                "ended_by": by.get_username() if by is not None else None})
+
+    last = Alert.objects.filter(rule=rule, fired_at__lt=period.until).order_by("-fired_at").values_list("fired_at", flat=True).first()
+    revisions = list(RuleRevision.objects.filter(rule=rule, changed_at__lt=period.until).order_by("changed_at", "pk"))
+    in_period, previous = [], None
+    for r in revisions:
+        if r.changed_at >= period.since:
+            in_period.append({"at": r.changed_at.isoformat(), "action": r.action, "by": r.changed_by.get_username() if r.changed_by else None,
+                              "source": r.source, "changed": changed_keys(previous, r.snapshot)})
+        previous = r.snapshot
+    link = LinkCheck.objects.filter(rule=rule).order_by("-checked_at", "-pk").first()
+    named = owner_users(rule.owner, users)
+
+    row = {
+        "rule": rule.name, "rule_id": rule.pk, "owner": rule.owner, "kind": rule.kind,
+        "permitted_response": rule.permitted_response, "enabled": rule.enabled,
+        "fires": len(alerts), "incidents": len({a.incident_id for a in alerts if a.incident_id}),
+        "runs": len(runs), "alerts_per_run": _rate(len(alerts), len(runs)),
+        "triaged": len(triaged), "share_triaged": _rate(len(triaged), len(alerts)),
+        "verdicts": verdicts, "false_alarms": false_alarms, "actionable": actionable,
+        "false_alarm_rate": _rate(false_alarms, verdicts),
+        "false_alarm_low": interval[0] if interval else None, "false_alarm_high": interval[1] if interval else None,
+        "actionable_rate": _rate(actionable, verdicts),
+        "median_ack_seconds": _median_seconds(first_ack[a.pk] - a.fired_at for a in alerts if a.pk in first_ack),
+        "median_resolve_seconds": _median_seconds(a.resolved_at - a.fired_at for a in alerts if a.resolved_at),
+        "mutes": len(mutes), "muted_hours": total_seconds(muted) / 3600,
+        "firing_hours": firing_seconds / 3600, "muted_share": _rate(muted_while_firing, firing_seconds),
+        "mutes_ended_early": ended_early,
+        "last_fired": last.isoformat() if last else None,
+        "revisions": in_period,
+        "false_pages": false_pages,
+        "link": {"url": link.url, "ok": link.ok, "status_code": link.status_code, "error": link.error,
+                 "checked_at": link.checked_at.isoformat()} if link else None,
+    }
+    row["flags"] = flags(row, period, last, named, members)
+    return row
+
+
+def flags(row: dict, period: Period, last: datetime | None, named, members: set[int]) -> list[dict]:
+    """Each flag with the figure that raised it."""
+    raised = []
+    if row["verdicts"] >= FALSE_ALARM_FLAG_MIN_VERDICTS and row["false_alarm_rate"] > FALSE_ALARM_FLAG_RATE:
+        raised.append({"flag": Flag.FALSE_ALARMS, "figure": f"{row['false_alarms']} of {row['verdicts']} verdicts false "
+                                                            f"({row['false_alarm_rate']:.0%})"})
+    if row["muted_share"] is not None and row["muted_share"] > MUTED_FLAG_SHARE:
+        raised.append({"flag": Flag.MUTED, "figure": f"muted {row['muted_share']:.0%} of its firing time"})
+    if row["fires"] and not row["triaged"]:
+        raised.append({"flag": Flag.NEVER_TRIAGED, "figure": f"{row['fires']} alerts, none triaged"})
+    if last is None or last < days_before(period.until, SILENT_DAYS):
+        raised.append({"flag": Flag.SILENT, "figure": f"last fired {last.isoformat() if last else 'never'}"})
+    for user in named:
+        if not user.is_active or user.pk not in members:
+            why = "inactive" if not user.is_active else "not a member of the project"
+            raised.append({"flag": Flag.OWNER_GONE, "figure": f"{user.get_username()} is {why}"})
+    link = row["link"]
+    if link and not link["ok"]:
+        raised.append({"flag": Flag.LINK_DOWN, "figure": f"{link['status_code'] or link['error']} at {link['checked_at']}"})
+    if len(row["revisions"]) >= EDITS_FLAG:
+        raised.append({"flag": Flag.EDITED_OFTEN, "figure": f"{len(row['revisions'])} revisions in the period"})
+    return raised
+
+
+def report_rows(project, period: Period, owner: str | None = None) -> list[dict]:
+    """The report's rows: one per rule of the project (of `owner`, the rule's owner text exactly, when given)."""
+    rules = Rule.objects.filter(project=project).order_by("name")
+    if owner:
+        rules = rules.filter(owner=owner)
+    rules = list(rules)
+    members = set(Membership.objects.filter(project=project).values_list("user_id", flat=True))
+    users = list(get_user_model().objects.all().only("pk", "username", "email", "is_active"))
+    false_pages = false_pages_by_rule(rules, since=period.since, until=period.until)
+    return [rule_figures(rule, period, members=members, users=users, false_pages=false_pages.get(rule.pk, 0)) for rule in rules]
+
+
+def report(project, period: Period, owner: str | None = None) -> dict:
+    return {"project": project.slug, "owner": owner, "since": period.since.isoformat(), "until": period.until.isoformat(),
+            "rules": report_rows(project, period, owner)}
+
+
+CSV_COLUMNS = [
+    "rule", "owner", "kind", "permitted_response", "fires", "incidents", "runs", "alerts_per_run", "triaged",
+    "share_triaged", "verdicts", "false_alarms", "actionable", "false_alarm_rate", "false_alarm_low",
+    "false_alarm_high", "actionable_rate", "median_ack_seconds", "median_resolve_seconds", "mutes", "muted_hours",
+    "firing_hours", "muted_share", "mutes_ended_early", "last_fired", "revisions", "false_pages", "link_ok",
+    "link_checked_at", "flags",
+]
+
+
+def csv_row(row: dict) -> list:
+    """A report row as CSV cells: numbers as Python writes them (repr, so the page's figures round-trip), lists joined."""
+    cells = {**row,
+             "mutes_ended_early": len(row["mutes_ended_early"]),
+             "revisions": len(row["revisions"]),
+             "link_ok": "" if row["link"] is None else row["link"]["ok"],
+             "link_checked_at": "" if row["link"] is None else row["link"]["checked_at"],
+             "flags": " ".join(f["flag"] for f in row["flags"])}
+    return ["" if cells[c] is None else _inert(cells[c]) for c in CSV_COLUMNS]
+
+
+def _inert(cell):
+    """Free text (an owner) that a spreadsheet would run as a formula gets a leading apostrophe."""
+    if isinstance(cell, str) and cell[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + cell
+    return cell
