@@ -1,5 +1,4 @@
 """The report's query (project, owner, period), read the same way by the API and the pages."""
-from datetime import timedelta
 
 from django.shortcuts import get_object_or_404
 from django.utils import timezone

@@ -6,34 +6,10 @@ from django.utils import timezone
 
 from alerts.models import Alert, Rule, RuleRevision
 from ingest.models import Run
-from tests.factories import OWNER, client_for, make_rule
-from tests.test_backtest_reproduces_live_alerts import loss_curve, send_in_batches
+from tests.factories import client_for, make_rule
+from tests.backtest_support import URL, draft, post
 
 pytestmark = pytest.mark.django_db
-URL = "/api/v1/rules/backtest/"
-
-
-def draft(**changes):
-    rule = {"project": "pretrain", "name": "loss-band", "kind": "band", "description": "", "owner": OWNER,
-            "scope": {"metrics": ["loss"]}, "persistence": {"points": 3, "resolve_points": 10},
-            "diagnostic_url": "https://runbooks.example/loss", "permitted_response": "notify",
-            "params": {"direction": "above", "width": 6.0}}
-    return {**rule, **changes}
-
-
-def post(user, body):
-    return client_for(user).post(URL, body, content_type="application/json")
-
-
-@pytest.fixture
-def runs(sender):
-    """Three runs of the project: two spiky (team pretrain, then team vision), one calm."""
-    for run_id, seed, spike, team in (("spiky-a", 0, 300, "pretrain"), ("spiky-b", 1, 200, "vision"), ("calm", 2, None, "pretrain")):
-        loss = loss_curve(400, seed)
-        if spike:
-            loss[spike:spike + 6] *= 1.8
-        send_in_batches(sender, run_id, {("loss", ""): loss}, size=100, tags={"team": team})
-    return Run.objects.order_by("run_id")
 
 
 def test_a_draft_rule_is_backtested_without_saving_it_or_any_alert(owner, runs):

@@ -4,8 +4,8 @@ import pytest
 from alerts.backtest import backtest, wilson
 from ingest.models import Run
 from tests.factories import make_alert, make_rule
-from tests.test_backtest_api import draft, post, runs  # noqa: F401 - the runs fixture
-from tests.test_backtest_reproduces_live_alerts import loss_curve, send_in_batches
+from tests.backtest_support import draft, post
+from tests.backtest_support import loss_curve, send_in_batches
 
 pytestmark = pytest.mark.django_db
 

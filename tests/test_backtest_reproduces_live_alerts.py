@@ -5,35 +5,10 @@ import pytest
 from alerts.backtest import backtest
 from alerts.models import Alert, AlertChange, BandSample, RuleProgress
 from ingest.models import Run
+from tests.backtest_support import loss_curve, send_in_batches
 from tests.factories import make_rule
 
 pytestmark = pytest.mark.django_db
-
-
-def loss_curve(n, seed=0):
-    rng = np.random.default_rng(seed)
-    return 3.0 * np.exp(-np.arange(n) / 400) + 2.0 + rng.normal(0, 0.02, n)
-
-
-def wire(value):
-    """Non-finite values are data: the wire spells them as strings."""
-    value = float(value)
-    if np.isfinite(value):
-        return value
-    return "NaN" if np.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-
-
-def send_in_batches(sender, run_id, series, size=50, tags=None):
-    """series: {(metric, component): values}; sent as consecutive batches of `size` steps."""
-    n = len(next(iter(series.values())))
-    for start in range(0, n, size):
-        points = [
-            {"step": s, "metric": metric, "value": wire(values[s]), **({"component": component} if component else {})}
-            for s in range(start, min(n, start + size)) for (metric, component), values in series.items()
-        ]
-        body = {"run": {"id": run_id, "tags": tags or {"team": "pretrain"}}, "points": points}
-        response = sender.post(body)
-        assert response.status_code == 202, response.content
 
 
 def live(rule):

@@ -7,7 +7,7 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from alerts.models import Alert, Rule
-from tests.test_backtest_api import draft, runs  # noqa: F401 - the runs fixture
+from tests.backtest_support import draft
 
 pytestmark = pytest.mark.django_db
 

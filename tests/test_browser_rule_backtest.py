@@ -3,7 +3,6 @@ import pytest
 
 from alerts.models import Alert, Rule
 from tests.browser import log_in, screenshot
-from tests.test_backtest_api import runs  # noqa: F401 - the runs fixture
 
 pytestmark = [pytest.mark.browser]
 

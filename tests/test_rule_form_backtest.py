@@ -3,7 +3,6 @@ import pytest
 
 from alerts.models import Alert, Rule, RuleRevision
 from tests.factories import OWNER, client_for, make_rule
-from tests.test_backtest_api import runs  # noqa: F401 - the runs fixture
 
 pytestmark = pytest.mark.django_db
 
