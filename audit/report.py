@@ -48,6 +48,7 @@ class Flag:
     OWNER_GONE = "owner_gone"
     LINK_DOWN = "link_down"
     EDITED_OFTEN = "edited_often"
+    MUTED_OVER_LIMIT = "muted_over_limit"
 
 
 @dataclass(frozen=True)
@@ -164,14 +165,14 @@ def rule_figures(rule: Rule, period: Period, *, members: set[int], users, false_
     firing = union(clip([(a.fired_at, a.resolved_at or period.until) for a in alerts], period))
     mutes = list(Mute.objects.filter(rule=rule, created_at__lt=period.until)
                  .filter(Q(ended_at__gt=period.since) | Q(ended_at__isnull=True, expires_at__gt=period.since))
-                 .select_related("created_by").order_by("created_at", "pk")) if period.since < period.until else []
+                 .select_related("created_by", "ended_by").order_by("created_at", "pk")) if period.since < period.until else []
     muted = union(clip([(m.created_at, mute_end(m)) for m in mutes], period))
     firing_seconds = total_seconds(firing)
     muted_while_firing = total_seconds(intersection(firing, muted))
     ended_early = []
     for m in mutes:
         if m.ended_at is not None and m.ended_at < m.expires_at:
-            by = getattr(m, "ended_by", None)  # the field the mutes work adds; absent before it
+            by = m.ended_by
             ended_early.append({"mute": m.pk, "ended_at": m.ended_at.isoformat(), "expires_at": m.expires_at.isoformat(),
                                 "ended_by": by.get_username() if by is not None else None})
 
@@ -201,6 +202,9 @@ def rule_figures(rule: Rule, period: Period, *, members: set[int], users, false_
         "mutes": len(mutes), "muted_hours": total_seconds(muted) / 3600,
         "firing_hours": firing_seconds / 3600, "muted_share": _rate(muted_while_firing, firing_seconds),
         "mutes_ended_early": ended_early,
+        # Mutes longer than the project allowed, which only a rule admin may set (alerts/triage.py).
+        "mutes_over_limit": [{"mute": m.pk, "hours": (m.expires_at - m.created_at).total_seconds() / 3600,
+                              "by": m.created_by.get_username() if m.created_by else None} for m in mutes if m.over_limit],
         "last_fired": last.isoformat() if last else None,
         "revisions": in_period,
         "false_pages": false_pages,
@@ -230,6 +234,9 @@ def flags(row: dict, period: Period, last: datetime | None, named, members: set[
     link = row["link"]
     if link and not link["ok"]:
         raised.append({"flag": Flag.LINK_DOWN, "figure": f"{link['status_code'] or link['error']} at {link['checked_at']}"})
+    for m in row["mutes_over_limit"]:
+        raised.append({"flag": Flag.MUTED_OVER_LIMIT, "figure": f"mute #{m['mute']} for {m['hours']:.0f} h by {m['by'] or '—'}, "
+                                                               "over the project's longest mute"})
     if len(row["revisions"]) >= EDITS_FLAG:
         raised.append({"flag": Flag.EDITED_OFTEN, "figure": f"{len(row['revisions'])} revisions in the period"})
     return raised

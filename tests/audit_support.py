@@ -2,7 +2,7 @@
 import itertools
 from datetime import datetime, timedelta, timezone as tz
 
-from alerts.models import Alert, AlertChange, ChangeKind, Incident, Mute, MuteScope
+from alerts.models import Alert, AlertChange, ChangeKind, Incident, Mute, MuteEndReason, MuteScope
 from audit.report import Period
 from ingest.models import Run
 
@@ -44,8 +44,10 @@ def change(alert, kind, hours, *, by=None, verdict=""):
 
 
 def mute(rule, start, expires, *, ended=None, by=None) -> Mute:
+    """A rule-scope mute made by `by`; `ended`: the hour `by` ended it by hand."""
+    ended_fields = {"ended_at": at(ended), "ended_by": by, "end_reason": MuteEndReason.ENDED_BY_PERSON} if ended is not None else {}
     return Mute.objects.create(project=rule.project, scope=MuteScope.RULE, rule=rule, reason="noisy", created_by=by,
-                               created_at=at(start), expires_at=at(expires), ended_at=at(ended) if ended is not None else None)
+                               created_at=at(start), expires_at=at(expires), **ended_fields)
 
 
 def owned_rule(project, name, owner, **kwargs):

@@ -112,3 +112,16 @@ def test_edited_many_times_in_the_period(project, edits, raised):
     assert (figure is not None) == raised
     if raised:
         assert figure == f"{EDITS_FLAG} revisions in the period"
+
+
+def test_a_mute_past_the_projects_longest_is_flagged_with_who_set_it(project, owner):
+    from alerts.models import Mute
+
+    rule = make_rule(project, "loss-spike")
+    fire(rule, 1, resolved=2, reviewed=True)
+    within = mute(rule, 0, 24, by=owner)
+    beyond = mute(rule, 0, 240, by=owner)
+    Mute.objects.filter(pk=beyond.pk).update(over_limit=True)  # what alerts/triage.py marks when a rule admin goes past it
+    figure = flags_of(project, "loss-spike").get(Flag.MUTED_OVER_LIMIT)
+    assert figure == f"mute #{beyond.pk} for 240 h by olivia, over the project's longest mute"
+    assert str(within.pk) not in figure
