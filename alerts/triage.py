@@ -223,6 +223,18 @@ def _window(expires_at, duration_minutes, now, project_id, user, errors):
     return when, False
 
 
+def _mute_reason(reason, errors, missing) -> str | None:
+    """A mute's reason, checked: its problem (not text, too long, blank: `missing`) goes into `errors`."""
+    try:
+        reason = _text(reason, "reason")
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+        return None
+    if reason == "":
+        errors["reason"] = missing
+    return reason
+
+
 def mute(alert, user, scope, reason, expires_at=None, *, duration_minutes=None, now=None):
     """Mute the alert's rule on every run of the project, on its run, or on its component, until expires_at.
 
@@ -233,17 +245,11 @@ def mute(alert, user, scope, reason, expires_at=None, *, duration_minutes=None, 
     """
     now = now or timezone.now()
     errors = {}
-    try:
-        reason = _text(reason, "reason")
-    except ValidationError as exc:
-        errors.update(exc.message_dict)
-        reason = None
+    reason = _mute_reason(reason, errors, "a reason is required: say why these alerts may stay quiet")
     if _current_state(alert) == AlertState.RESOLVED:
         errors["state"] = f"alert {alert.pk} is resolved: a resolved alert cannot be muted"
     if not isinstance(scope, str) or scope not in MuteScope.values:
         errors["scope"] = f"scope must be one of {', '.join(MuteScope.values)}"
-    if reason == "":
-        errors["reason"] = "a reason is required: say why these alerts may stay quiet"
     expires_at, over_limit = _window(expires_at, duration_minutes, now, alert.rule.project_id, user, errors)
     if errors:
         raise ValidationError(errors)
@@ -374,13 +380,7 @@ def extend_mute(mute, user, reason, expires_at=None, *, duration_minutes=None, n
     """
     now = now or timezone.now()
     errors = {}
-    try:
-        reason = _text(reason, "reason")
-    except ValidationError as exc:
-        errors.update(exc.message_dict)
-        reason = None
-    if reason == "":
-        errors["reason"] = "a reason is required: say why these alerts may stay quiet longer"
+    reason = _mute_reason(reason, errors, "a reason is required: say why these alerts may stay quiet longer")
     _active_mute(mute, now, errors)
     expires_at, over_limit = _window(expires_at, duration_minutes, now, mute.project_id, user, errors)
     if errors:

@@ -10,13 +10,14 @@ from rest_framework.views import exception_handler
 from ingest.contract import ContractError, error_body
 
 
-def _flatten(detail, path=""):
+def error_paths(detail, path=""):
+    """A DRF error detail as {"path", "message"} items, nested keys dotted (the API's error format; commands print them too)."""
     if isinstance(detail, dict):
         for key, value in detail.items():
-            yield from _flatten(value, f"{path}.{key}" if path else str(key))
+            yield from error_paths(value, f"{path}.{key}" if path else str(key))
     elif isinstance(detail, list):
         for item in detail:
-            yield from _flatten(item, path)
+            yield from error_paths(item, path)
     else:
         yield {"path": path, "message": str(detail)}
 
@@ -33,7 +34,7 @@ def api_exception_handler(exc, context):
     elif isinstance(exc, exceptions.UnsupportedMediaType):
         errors = [{"path": "Content-Type", "message": str(detail)}]
     elif isinstance(detail, (dict, list)):
-        errors = list(_flatten(detail))
+        errors = list(error_paths(detail))
     else:
         errors = [{"path": "", "message": str(detail)}]
     response.data = error_body(errors)

@@ -14,17 +14,7 @@ from rest_framework import exceptions
 
 from alerts.backtest import backtest
 from alerts.serializers import BacktestRequestSerializer
-
-
-def _problems(detail, path=""):
-    if isinstance(detail, dict):
-        for key, value in detail.items():
-            yield from _problems(value, f"{path}.{key}" if path else str(key))
-    elif isinstance(detail, list):
-        for item in detail:
-            yield from _problems(item, path)
-    else:
-        yield f"{path}: {detail}"
+from opsconsole.rest import error_paths
 
 
 class Command(BaseCommand):
@@ -61,7 +51,7 @@ class Command(BaseCommand):
                 asked.is_valid(raise_exception=True)
                 rule, runs = asked.rule_and_runs()
             except exceptions.APIException as exc:
-                raise CommandError(f"{where}:\n  " + "\n  ".join(_problems(exc.detail))) from None
+                raise CommandError(f"{where}:\n  " + "\n  ".join(f"{e['path']}: {e['message']}" for e in error_paths(exc.detail))) from None
             result = backtest(rule, runs)
             results.append(result)
             if not options["json"]:
