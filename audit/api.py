@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from audit.query import ReportQuerySerializer, read_report_query
 from audit.report import CSV_COLUMNS, csv_row, report
+from opsconsole.rest import OwnFormatParameter
 from opsconsole.schema import ErrorBodySerializer, errors
 
 
@@ -22,13 +23,7 @@ def report_csv(data: dict) -> str:
     return out.getvalue()
 
 
-class RuleReportView(APIView):
-    def perform_content_negotiation(self, request, force=False):
-        if "format" in request.query_params:
-            # `format` is this view's own parameter (json or csv), not DRF's renderer switch: errors stay JSON.
-            renderer = self.get_renderers()[0]
-            return (renderer, renderer.media_type)
-        return super().perform_content_negotiation(request, force)
+class RuleReportView(OwnFormatParameter, APIView):
 
     @extend_schema(operation_id="reports_rules", parameters=[ReportQuerySerializer], responses={
         (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT, description="{\"project\", \"owner\", \"since\", "

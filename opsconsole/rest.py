@@ -70,3 +70,18 @@ class JsonTypesMixin:
             if errors:
                 raise exceptions.ValidationError(errors)
         return super().to_internal_value(data)
+
+
+class OwnFormatParameter:
+    """A view whose `format` query parameter is its own (json, csv, jsonl …), read and checked by the view.
+
+    DRF reads `?format=` as the name of a renderer and answers a name it has no renderer for with a 404
+    before the view runs; here the answer, and any error about the query, is JSON, and the view streams
+    other formats itself.
+    """
+
+    def perform_content_negotiation(self, request, force=False):
+        if "format" in request.query_params:
+            renderer = self.get_renderers()[0]
+            return (renderer, renderer.media_type)
+        return super().perform_content_negotiation(request, force)

@@ -19,7 +19,7 @@ from ingest.contract import RUN_ID_RE
 from ingest.serializers import RUN_ID_PARAMETER, pattern_field, read_query
 from opsconsole.permissions import can_edit_rules, can_triage, visible_projects, visible_runs
 from opsconsole.request_guard import BoundedJSONParser
-from opsconsole.rest import JsonTypesMixin
+from opsconsole.rest import JsonTypesMixin, OwnFormatParameter
 from opsconsole.schema import ErrorBodySerializer, errors
 from reviews import lifecycle
 from reviews.chronicle import chronicle
@@ -294,14 +294,7 @@ class LogEntryCreateSerializer(_EntryFields):
     corrects = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="the id of the entry this one corrects")
 
 
-class LogEntryListView(_JsonBodies, APIView):
-    def perform_content_negotiation(self, request, force=False):
-        if "format" in request.query_params:
-            # `format` is this view's own parameter (json, or jsonl streamed by the view), not DRF's renderer
-            # switch: the answer, and any error about the query, is JSON.
-            renderer = self.get_renderers()[0]
-            return (renderer, renderer.media_type)
-        return super().perform_content_negotiation(request, force)
+class LogEntryListView(OwnFormatParameter, _JsonBodies, APIView):
 
     @extend_schema(operation_id="decisions_list", parameters=[LogQuerySerializer], responses={
         (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT, description="{\"entries\": [...]}, oldest first"),

@@ -4,6 +4,7 @@ import logging
 from celery import shared_task
 
 from alerts.tasks import BROKER
+from opsconsole.db import once_more_if_connection_lost
 from reviews.models import Review, ReviewState, ReviewStep
 
 log = logging.getLogger(__name__)
@@ -11,7 +12,12 @@ log = logging.getLogger(__name__)
 
 @shared_task(acks_late=True)
 def fill_review_task(review_id):
-    """Idempotent: fill_review claims the review under its row lock and fills it once."""
+    """Idempotent (fill_review claims the review under its row lock and fills it once), so a dropped database
+    connection gets it run once more (opsconsole/db.py), as evaluation does."""
+    return once_more_if_connection_lost(_fill_review, review_id)
+
+
+def _fill_review(review_id):
     from reviews.lifecycle import fill_review
 
     review = Review.objects.filter(pk=review_id).select_related("run__project", "comparison").first()

@@ -42,34 +42,38 @@ def review_for_fired_alert(sender, alert, now, **kwargs):
         key = f"incident:{alert.incident_id}" if alert.incident_id else f"alert:{alert.pk}"
         _open(run, ReviewTrigger.ALERT, key, now, alert=alert, incident=alert.incident,
               detail={"rule": alert.rule.name, "alert": alert.pk, "component": alert.component, "step": alert.fired_step})
-    for entry in _waiting_entries(run).filter(next_review__rule=alert.rule.name):
+    for entry in _waiting_entries(run, next_review__rule=alert.rule.name):
         _open(run, ReviewTrigger.NEXT_REVIEW, f"entry:{entry.pk}", now, alert=alert, incident=alert.incident,
               detail={"entry": entry.pk, "rule": alert.rule.name, "alert": alert.pk})
 
 
 def reviews_due_after_batch(sender, run, receipt, now, **kwargs):
     """alerts.signals.batch_evaluated: reviews due at the run's newest step (a schedule's or a decision's)."""
-    run.refresh_from_db(fields=["last_step", "max_step"])
-    step = run.last_step
+    step = run.last_step  # alerts/engine.py reads the run after setting it
     if step is None:
         return
     schedule = schedule_of(run)
     if schedule is not None and schedule.every_steps:
         due = (step // schedule.every_steps) * schedule.every_steps
-        if due > 0:
+        # Every later batch sees the same due step: a read answers it, not an insert refused by the constraint.
+        if due > 0 and not Review.objects.filter(run=run, due_key=f"steps:{due}").exists():
             _open(run, ReviewTrigger.SCHEDULE, f"steps:{due}", now,
                   detail={"every_steps": schedule.every_steps, "due_step": due})
-    for entry in _waiting_entries(run).filter(next_review__step__lte=step):
+    for entry in _waiting_entries(run, next_review__step__lte=step):
         _open(run, ReviewTrigger.NEXT_REVIEW, f"entry:{entry.pk}", now,
               detail={"entry": entry.pk, "step": entry.next_review["step"]})
 
 
-def _waiting_entries(run):
-    """The run's log entries with a next-review trigger whose review has not opened yet."""
-    opened = Review.objects.filter(run=run, due_key__startswith="entry:").values_list("due_key", flat=True)
-    return LogEntry.objects.filter(run=run, next_review__isnull=False).exclude(
-        pk__in=[int(key.split(":", 1)[1]) for key in opened]
-    )
+def _waiting_entries(run, **trigger) -> list:
+    """The run's log entries whose next-review trigger matches `trigger` and whose review has not opened yet.
+
+    Evaluation asks this for every batch: most runs have no such entry, so that is one query.
+    """
+    entries = list(LogEntry.objects.filter(run=run, next_review__isnull=False, **trigger))
+    if not entries:
+        return []
+    opened = set(Review.objects.filter(run=run, due_key__in=[f"entry:{e.pk}" for e in entries]).values_list("due_key", flat=True))
+    return [e for e in entries if f"entry:{e.pk}" not in opened]
 
 
 def schedule_of(run) -> ReviewSchedule | None:
