@@ -55,3 +55,13 @@ class DeliveryOutcome:
     retry: bool = False       # worth trying again later (5xx, 429, timeout, refused connection)
     status_code: int | None = None
     detail: str = ""          # a short reason, shown on the console (never a secret)
+
+
+@dataclass(frozen=True)
+class ChannelTarget:
+    """Where and how one channel sends: what a sender needs from the stored channel, and nothing else."""
+    kind: str                 # the channel's kind (webhook, slack, alertmanager, email, mlflow)
+    url: str                  # webhook / Slack URL, Alertmanager base URL, MLflow tracking URI ("" for email)
+    secret: str = ""          # HMAC key, bearer token, ...; never logged or shown back
+    config: dict = field(default_factory=dict)  # per kind: email recipients, extra labels, an MLflow run mapping
+    timeout: float = 5.0      # seconds for one try
