@@ -377,6 +377,7 @@ def refresh(incident_id, *, by=None, now=None, kinds=()) -> Incident | None:
 
 def _publish(incident, kinds, now, by=None, note=""):
     run = incident.run
+    signals.incident_changed.send(sender=Incident, incident=incident, kinds=kinds, now=now)
 
     def frame():
         fresh = Incident.objects.select_related("run", "origin__rule").get(pk=incident.pk)

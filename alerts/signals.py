@@ -10,3 +10,7 @@ alert_fired = Signal()
 
 # A batch of a run was evaluated: run, receipt, now. Step-based work due at the run's new last step goes here.
 batch_evaluated = Signal()
+
+# An incident opened or changed (an alert joined it, its origin or state followed its alerts, a person acted on it):
+# incident (its run loaded, fields as they now stand), kinds (IncidentChangeKind values, in order), now.
+incident_changed = Signal()

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "runs",
     "reviews",
     "audit",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -201,6 +202,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "audit.tasks.check_diagnostic_links",
         "schedule": crontab(minute=17),
     },
+    # Notifications whose next try is due (retries, and any whose queueing was lost), stuck claims, and
+    # Alertmanager pushes of firing incidents renewed before Alertmanager would resolve them (notifications/tasks.py).
+    "notification-sweep": {
+        "task": "notifications.tasks.sweep",
+        "schedule": float(env_int("NOTIFY_SWEEP_SECONDS", 60, minimum=5)),
+    },
     "weekly-rule-reports": {
         "task": "audit.tasks.send_weekly_reports",
         "schedule": crontab(minute=0, hour=7, day_of_week="mon"),
@@ -245,6 +252,15 @@ else:
 
 # Where people reach this console: starter rules link to its runbook pages from here.
 CONSOLE_URL = env_url("CONSOLE_URL", "http://127.0.0.1:8000")
+
+# Notifications (notifications/): an incident's updates to one channel at most once per this many minutes
+# (0: every update); tries per message before it fails; seconds before the first retry (doubling each time);
+# seconds one try may take; how often a firing incident is pushed again to an Alertmanager.
+NOTIFY_REPEAT_MINUTES = env_int("NOTIFY_REPEAT_MINUTES", 30, minimum=0)
+NOTIFY_MAX_TRIES = env_int("NOTIFY_MAX_TRIES", 5, minimum=1)
+NOTIFY_RETRY_SECONDS = env_int("NOTIFY_RETRY_SECONDS", 30, minimum=1)
+NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 5, minimum=1)
+NOTIFY_ALERTMANAGER_REFRESH_SECONDS = env_int("NOTIFY_ALERTMANAGER_REFRESH_SECONDS", 120, minimum=10)
 
 # A run with no new data for this long is shown as stalled.
 RUN_STALLED_SECONDS = env_int("RUN_STALLED_SECONDS", 600, minimum=1)

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.urls import get_resolver
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("opsconsole", "ingest", "alerts", "runs", "reviews", "audit")
+APPS = ("opsconsole", "ingest", "alerts", "runs", "reviews", "audit", "notifications")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -21,7 +21,7 @@ def imported_modules(path: Path) -> set[str]:
 
 def test_ingest_imports_nothing_from_the_apps_that_build_on_it():
     offenders = {
-        str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m.split(".")[0] in ("alerts", "runs", "reviews", "audit"))
+        str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m.split(".")[0] in ("alerts", "runs", "reviews", "audit", "notifications"))
         for path in (ROOT / "ingest").rglob("*.py")
     }
     assert {path: mods for path, mods in offenders.items() if mods} == {}
@@ -40,6 +40,15 @@ def test_alerts_import_nothing_from_audit():
     """The audit reads alerts' rows (and reuses alerts/fatigue.py); alerts never reach back."""
     offenders = {
         str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m.split(".")[0] == "audit")
+        for path in (ROOT / "alerts").rglob("*.py")
+    }
+    assert {path: mods for path, mods in offenders.items() if mods} == {}
+
+
+def test_alerts_import_nothing_from_notifications():
+    """Notifications subscribe to alerts/signals.py (incident_changed); alerts never reach back."""
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m.split(".")[0] == "notifications")
         for path in (ROOT / "alerts").rglob("*.py")
     }
     assert {path: mods for path, mods in offenders.items() if mods} == {}
@@ -86,6 +95,6 @@ def test_each_apps_templates_live_under_its_own_folder():
     folders = {p.name for p in templates.iterdir() if p.is_dir()}
     # registration/ is where Django's auth views look for the login page; the rest is one folder per app.
     assert folders <= {"registration", *APPS}, folders
-    for app in ("alerts", "runs", "reviews", "audit"):
+    for app in ("alerts", "runs", "reviews", "audit", "notifications"):
         names = {p.name for p in (templates / app).glob("*.html")}
         assert names, app

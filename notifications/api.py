@@ -1,0 +1,157 @@
+"""The notifications app's DRF views: a project's channels (CRUD), a test message, each channel's delivery log.
+
+Members of a project (and its project token) read its channels; rule admins create, edit, delete and test them
+(`can_edit_rules`, the helper the pages use too); a viewer or a project token writing gets 403, anyone outside
+the project 404. The secret is write-only: answers say `has_secret`, never the value. Bad input is a 400
+naming the field (`config.<key>` for a kind's settings).
+"""
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view, OpenApiParameter
+from rest_framework import exceptions, permissions, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+
+from alerts.serializers import VisibleProjectField
+from ingest.models import Project
+from notifications import channels as domain
+from notifications.models import Channel, ChannelKind, Delivery, DeliveryStatus
+from notifications.status import channel_status, send_test
+from opsconsole.permissions import can_edit_rules, visible_projects
+from opsconsole.request_guard import BoundedJSONParser
+from opsconsole.rest import JsonTypesMixin
+from opsconsole.schema import errors
+
+MAX_LOG = 200
+
+
+class DeliverySerializer(serializers.ModelSerializer):
+    incident = serializers.IntegerField(source="notification.incident_id", allow_null=True, read_only=True,
+                                        help_text="null for a test message")
+    event = serializers.CharField(source="notification.event", allow_null=True, read_only=True)
+
+    class Meta:
+        model = Delivery
+        fields = ["id", "incident", "event", "attempt", "at", "duration_ms", "status", "status_code", "detail", "test"]
+
+
+class ChannelStatusSerializer(serializers.Serializer):
+    last_delivery = DeliverySerializer(allow_null=True)
+    failed = serializers.IntegerField(help_text="notifications that failed for good")
+    retrying = serializers.IntegerField(help_text="notifications waiting for another try")
+
+
+class ChannelSerializer(JsonTypesMixin, serializers.ModelSerializer):
+    project = VisibleProjectField(slug_field="slug", queryset=Project.objects.all())
+    kind = serializers.ChoiceField(ChannelKind.choices)
+    url = serializers.CharField(allow_blank=True, required=False, max_length=500)
+    secret = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=500, trim_whitespace=False,
+                                   help_text="write-only: never answered; \"\" clears it, leaving it out keeps it")
+    has_secret = serializers.BooleanField(read_only=True)
+    config = serializers.JSONField(required=False, help_text="per kind: see docs/notifications.md")
+    status = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Channel
+        fields = ["id", "project", "name", "kind", "url", "secret", "has_secret", "config", "enabled", "status",
+                  "created_at", "updated_at"]
+        read_only_fields = ["id", "created_at", "updated_at"]
+        validators = []  # the name's uniqueness is checked once the caller is known to edit the project
+
+    @extend_schema_field(ChannelStatusSerializer)
+    def get_status(self, channel):
+        return ChannelStatusSerializer(channel_status(channel)).data
+
+    def validate_project(self, project):
+        if not can_edit_rules(self.context["request"].user, project):
+            raise exceptions.PermissionDenied(domain.EDIT_DENIED)
+        if self.instance is not None and project.pk != self.instance.project_id:
+            raise serializers.ValidationError("a channel cannot move to another project")
+        return project
+
+    def validate(self, attrs):
+        project = attrs.get("project", getattr(self.instance, "project", None))
+        name = attrs.get("name", getattr(self.instance, "name", None))
+        others = Channel.objects.filter(project=project, name=name)
+        if self.instance is not None:
+            others = others.exclude(pk=self.instance.pk)
+        if others.exists():
+            raise serializers.ValidationError({"name": f"project {project.slug} already has a channel named {name!r}"})
+        return attrs
+
+    def _save(self, channel, changed):
+        try:
+            return domain.save_channel(channel, user=self.context["request"].user, source="api", changed=changed)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from None
+        except IntegrityError:
+            raise serializers.ValidationError({"name": "a channel of this name was just created"}) from None
+
+    def create(self, validated_data):
+        return self._save(Channel(**validated_data), None)
+
+    def update(self, instance, validated_data):
+        before = domain.snapshot(instance)
+        for key, value in validated_data.items():
+            setattr(instance, key, value)
+        return self._save(instance, domain.changed_fields(before, instance))
+
+
+class EditsNeedRuleAdmin(permissions.BasePermission):
+    message = domain.EDIT_DENIED
+
+    def has_object_permission(self, request, view, obj):
+        return request.method in permissions.SAFE_METHODS or can_edit_rules(request.user, obj.project)
+
+
+@extend_schema_view(
+    list=extend_schema(operation_id="channels_list", parameters=[
+        OpenApiParameter("project", str, description="only this project's channels (its slug)")]),
+    create=extend_schema(operation_id="channels_create", responses={201: ChannelSerializer, **errors(400, 403)}),
+    retrieve=extend_schema(operation_id="channels_retrieve", responses={200: ChannelSerializer, **errors(404)}),
+    partial_update=extend_schema(operation_id="channels_partial_update", responses={200: ChannelSerializer, **errors(400, 403, 404)}),
+    destroy=extend_schema(operation_id="channels_destroy", responses={204: None, **errors(403, 404)}),
+)
+class ChannelViewSet(viewsets.ModelViewSet):
+    """A project's notification channels: members read them; its rule admins create, edit, delete and test them."""
+
+    serializer_class = ChannelSerializer
+    permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, EditsNeedRuleAdmin]
+    parser_classes = [BoundedJSONParser]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self):
+        channels = Channel.objects.filter(project__in=visible_projects(self.request.user)).select_related("project")
+        if self.request.query_params.get("project"):
+            channels = channels.filter(project__slug=self.request.query_params["project"])
+        return channels
+
+    def perform_destroy(self, instance):
+        domain.delete_channel(instance, user=self.request.user, source="api")
+
+    @extend_schema(operation_id="channels_test", request=None, responses={200: DeliverySerializer, **errors(403, 404)})
+    @action(detail=True, methods=["post"], url_path="test")
+    def test(self, request, pk=None):
+        """Send the channel a test message now (rule admins): the answer is the try's delivery-log row.
+
+        A test message is an incident message with `event` "test" (an Alertmanager gets it already resolved).
+        """
+        channel = self.get_object()
+        if not can_edit_rules(request.user, channel.project):
+            raise exceptions.PermissionDenied(domain.EDIT_DENIED)
+        return Response(DeliverySerializer(send_test(channel, request.user)).data)
+
+    @extend_schema(operation_id="channels_deliveries", responses={200: DeliverySerializer(many=True), **errors(404)},
+                   parameters=[OpenApiParameter("status", str, enum=DeliveryStatus.values, description="only tries of this status")])
+    @action(detail=True, methods=["get"], url_path="deliveries")
+    def deliveries(self, request, pk=None):
+        """The channel's delivery log, newest first (at most 200 tries): status, time, response code, detail."""
+        channel = self.get_object()
+        rows = Delivery.objects.filter(channel=channel).select_related("notification")
+        wanted = request.query_params.get("status")
+        if wanted is not None:
+            if wanted not in DeliveryStatus.values:
+                raise exceptions.ValidationError({"status": f"must be one of {', '.join(DeliveryStatus.values)}"})
+            rows = rows.filter(status=wanted)
+        return Response(DeliverySerializer(rows[:MAX_LOG], many=True).data)

@@ -1,0 +1,126 @@
+"""Creating, editing and deleting channels: every path goes through here, each change a ChannelChange row.
+
+What each kind needs (checked by `channel_errors`, each problem on the field it concerns, `config.<key>` for config):
+
+- webhook, slack: `url`, http(s); a webhook's `secret` signs its body (docs/notifications.md).
+- alertmanager: `url`, the Alertmanager's base URL (alerts go to `<url>/api/v2/alerts`); `secret`, if set, is
+  sent as a bearer token; `config.labels`, extra labels added to every alert (names as Prometheus allows).
+- email: `config.recipients`, a list of addresses (sent through Django's EMAIL_BACKEND); no URL.
+- mlflow: `url`, the tracking server; `secret`, a bearer token if it needs one; `config.run_id_tag`, the run tag
+  holding the MLflow run id (default `mlflow_run_id`), `config.runs`, run id -> MLflow run id, for runs without it.
+"""
+import re
+from urllib.parse import urlparse
+
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import transaction
+
+from notifications.models import Channel, ChannelAction, ChannelChange, ChannelKind
+
+EDIT_DENIED = "editing notification channels needs the rule admin role in this project"
+FIELDS = ("name", "kind", "url", "secret", "config", "enabled")
+LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# The labels every pushed incident carries (routing.message_for): a channel's extra labels may not replace them.
+RESERVED_LABELS = {"alertname", "run", "component", "rule", "severity", "project", "incident"}
+CONFIG_KEYS = {
+    ChannelKind.WEBHOOK: set(),
+    ChannelKind.SLACK: set(),
+    ChannelKind.ALERTMANAGER: {"labels"},
+    ChannelKind.EMAIL: {"recipients"},
+    ChannelKind.MLFLOW: {"run_id_tag", "runs"},
+}
+MAX_RECIPIENTS = 50
+
+
+def _url_error(url) -> str | None:
+    if not isinstance(url, str) or not url:
+        return "this channel kind needs a URL"
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        return "must be an http(s):// URL with a host"
+    return None
+
+
+def _string_map(value, path, errors, key_re=None, reserved=()):
+    if not isinstance(value, dict):
+        errors[path] = "must be an object of strings"
+        return
+    for key, item in value.items():
+        if key_re is not None and not key_re.match(key):
+            errors[f"{path}.{key}"] = "a label name is letters, digits and underscores, not starting with a digit"
+        elif key in reserved:
+            errors[f"{path}.{key}"] = f"{key} is set by the console on every incident"
+        elif not isinstance(item, str) or not item or len(item) > 500:
+            errors[f"{path}.{key}"] = "must be a non-empty string of at most 500 characters"
+
+
+def channel_errors(kind, url, config) -> dict:
+    """What is wrong with a channel's kind, URL and config: {field: message}."""
+    if kind not in ChannelKind.values:
+        return {"kind": f"must be one of {', '.join(ChannelKind.values)}"}
+    errors = {}
+    if kind != ChannelKind.EMAIL and (problem := _url_error(url)):
+        errors["url"] = problem
+    if not isinstance(config, dict):
+        errors["config"] = "must be an object"
+        return errors
+    for key in sorted(set(config) - CONFIG_KEYS[kind]):
+        errors[f"config.{key}"] = f"not a setting of a {kind} channel" + (
+            f" (it takes {', '.join(sorted(CONFIG_KEYS[kind]))})" if CONFIG_KEYS[kind] else "")
+    if kind == ChannelKind.EMAIL:
+        recipients = config.get("recipients")
+        if not isinstance(recipients, list) or not recipients or len(recipients) > MAX_RECIPIENTS:
+            errors["config.recipients"] = f"an email channel needs a list of 1 to {MAX_RECIPIENTS} addresses"
+        else:
+            for address in recipients:
+                try:
+                    validate_email(address if isinstance(address, str) else "")
+                except ValidationError:
+                    errors["config.recipients"] = f"not an email address: {str(address)[:100]!r}"
+                    break
+    if "labels" in config:
+        _string_map(config["labels"], "config.labels", errors, LABEL_NAME, RESERVED_LABELS)
+    if "runs" in config:
+        _string_map(config["runs"], "config.runs", errors)
+    if "run_id_tag" in config and (not isinstance(config["run_id_tag"], str) or not config["run_id_tag"]):
+        errors["config.run_id_tag"] = "must be a non-empty string"
+    return errors
+
+
+def check(channel: Channel):
+    errors = channel_errors(channel.kind, channel.url, channel.config)
+    if errors:
+        raise ValidationError(errors)
+
+
+def save_channel(channel: Channel, *, user=None, source: str, changed=None) -> Channel:
+    """Validate and save, recording who changed which fields in the same transaction (never the secret's value)."""
+    channel.full_clean(exclude=["project"] if channel.pk else None)
+    check(channel)
+    action = ChannelAction.UPDATED if channel.pk else ChannelAction.CREATED
+    fields = sorted(changed if changed is not None else FIELDS)
+    with transaction.atomic():
+        channel.save()
+        ChannelChange.objects.create(channel=channel, project_id=channel.project_id, channel_name=channel.name,
+                                     action=action, fields=fields, by=_by(user), source=source)
+    return channel
+
+
+def delete_channel(channel: Channel, *, user=None, source: str):
+    with transaction.atomic():
+        ChannelChange.objects.create(channel=None, project_id=channel.project_id, channel_name=channel.name,
+                                     action=ChannelAction.DELETED, fields=[], by=_by(user), source=source)
+        channel.delete()
+
+
+def _by(user):
+    return user if getattr(user, "pk", None) and getattr(user, "is_authenticated", False) else None
+
+
+def changed_fields(before: dict, after: Channel) -> list[str]:
+    return [f for f in FIELDS if before.get(f) != getattr(after, f)]
+
+
+def snapshot(channel: Channel) -> dict:
+    return {f: getattr(channel, f) for f in FIELDS}
