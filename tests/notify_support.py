@@ -20,12 +20,15 @@ class Receiver:
     def __init__(self):
         self.requests = []
         self.statuses = []
+        self.hold = None  # a threading.Event: each answer waits for it (a receiver that is slow to answer)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 outer.requests.append({"path": self.path, "headers": self.headers, "body": body})
+                if outer.hold is not None:
+                    outer.hold.wait(30)
                 status = outer.statuses.pop(0) if outer.statuses else 200
                 answer = b"{}" if status < 400 else b"receiver says no"
                 self.send_response(status)
@@ -45,6 +48,8 @@ class Receiver:
         return [json.loads(r["body"]) for r in self.requests]
 
     def close(self):
+        if self.hold is not None:
+            self.hold.set()
         self.server.shutdown()
         self.server.server_close()
 
