@@ -27,7 +27,9 @@ class RuleReportView(OwnFormatParameter, APIView):
 
     @extend_schema(operation_id="reports_rules", parameters=[ReportQuerySerializer], responses={
         (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT, description="{\"project\", \"owner\", \"since\", "
-                                                   "\"until\", \"rules\": [one object per rule, with its flags]}"),
+                                                   "\"until\", \"rules\": [one object per rule, with its flags], \"notification_failures\": "
+                                                   "[{\"channel\", \"kind\", \"failed\"}: the project's channels with "
+                                                   "incident messages of the period that failed for good]}"),
         (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="with format=csv: one line per rule"),
         (400, "application/json"): OpenApiResponse(ErrorBodySerializer, description=errors(400)[400].description),
         (404, "application/json"): OpenApiResponse(ErrorBodySerializer, description=errors(404)[404].description),

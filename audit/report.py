@@ -255,8 +255,13 @@ def report_rows(project, period: Period, owner: str | None = None) -> list[dict]
 
 
 def report(project, period: Period, owner: str | None = None) -> dict:
+    from notifications.status import failed_notifications
+
     return {"project": project.slug, "owner": owner, "since": period.since.isoformat(), "until": period.until.isoformat(),
-            "rules": report_rows(project, period, owner)}
+            "rules": report_rows(project, period, owner),
+            # The project's channels (whoever owns the rules), each with its incident messages of the period that
+            # failed for good: an incident nobody was told of.
+            "notification_failures": failed_notifications(project, since=period.since, until=period.until)}
 
 
 CSV_COLUMNS = [

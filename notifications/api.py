@@ -42,14 +42,21 @@ class ChannelStatusSerializer(serializers.Serializer):
     retrying = serializers.IntegerField(help_text="notifications waiting for another try")
 
 
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class ConfigField(serializers.JSONField):
+    pass
+
+
 class ChannelSerializer(JsonTypesMixin, serializers.ModelSerializer):
+    """A notification channel as the API answers it: the secret never, `has_secret` instead."""
+
     project = VisibleProjectField(slug_field="slug", queryset=Project.objects.all())
     kind = serializers.ChoiceField(ChannelKind.choices)
     url = serializers.CharField(allow_blank=True, required=False, max_length=500)
     secret = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=500, trim_whitespace=False,
                                    help_text="write-only: never answered; \"\" clears it, leaving it out keeps it")
     has_secret = serializers.BooleanField(read_only=True)
-    config = serializers.JSONField(required=False, help_text="per kind: see docs/notifications.md")
+    config = ConfigField(required=False, help_text="per kind: see docs/notifications.md")
     status = serializers.SerializerMethodField()
 
     class Meta:

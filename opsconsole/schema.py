@@ -84,7 +84,7 @@ COMMON = (400, 401, 413, 415, 429)
 
 # Operations that take nothing without a body (others answer an empty body by its fields).
 BODY_REQUIRED = {"ingest", "alertmanager", "rules_create", "rules_update", "alerts_mute", "alerts_verdict",
-                 "incidents_mute", "incidents_verdict", "mutes_comment", "mutes_extend"}
+                 "incidents_mute", "incidents_verdict", "mutes_comment", "mutes_extend", "channels_create"}
 
 
 def add_common_responses(result, generator, request, public):

@@ -24,6 +24,7 @@ from ingest.contract import CONDITIONS
 from ingest.models import Run
 from opsconsole.models import PersonalToken
 from tests.factories import make_alert, make_rule
+from tests.notify_support import make_channel
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -64,6 +65,8 @@ def seeded(project, other_project, token, other_token, owner, sender):
               for state in ("firing", "acknowledged", "resolved")]
     triage.mute(alerts[0], owner, "component", "for the mute operations to find", duration_minutes=60)
     group_new_alerts(Run.objects.get(run_id="fuzz-run"))  # an incident for the incident operations to find
+    # A channel for the channel operations to find; its URL answers nothing (refused at once), so a test message fails fast.
+    make_channel(project, name="fuzz-hook", url="http://127.0.0.1:9/hook", secret="fuzz-secret")
     return {"project": token, "personal": PersonalToken.issue(owner)[1]}
 
 
@@ -81,7 +84,9 @@ DECIDED_BY_STATE = ("rules_create", "rules_update", "rules_partial_update", "ale
                     "rules_backtest",
                     # reviews: decided once, compared with another run than its own, a next review after the run's
                     # newest step, a correction of an entry that exists, a schedule with steps or hours.
-                    "reviews_check_step", "reviews_compare", "reviews_decide", "decisions_create", "review_schedules_set")
+                    "reviews_check_step", "reviews_compare", "reviews_decide", "decisions_create", "review_schedules_set",
+                    # channels: unique names per project, each kind's URL and config (notifications/channels.py).
+                    "channels_create", "channels_partial_update")
 STATE_400 = {"checks": {"positive_data_acceptance": {"expected-statuses": [*POSITIVE_STATUSES, "400"]}}}
 
 
