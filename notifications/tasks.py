@@ -13,14 +13,17 @@ incidents to Alertmanagers again before their `endsAt`, as Prometheus re-sends i
 import logging
 import time
 from datetime import timedelta
+from functools import partial
 
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from kombu.exceptions import OperationalError
 
 from alerts.models import IncidentState
+from alerts.tasks import BROKER
 from notifications import routing, senders
 from notifications.message import DeliveryOutcome, NotifyEvent
 from notifications.models import ChannelKind, Delivery, DeliveryStatus, Notification, NotificationState
@@ -29,6 +32,7 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 3600
 SWEEP_LIMIT = 500
+BROKER_ERRORS = (OperationalError, OSError, ConnectionError)
 
 
 @shared_task(acks_late=True)
@@ -48,10 +52,6 @@ def sweep():
 
 def queue_delivery(notification_id, countdown=None) -> bool:
     """Hand a try to a worker (inline in eager mode); False when it is left to the sweep."""
-    from kombu.exceptions import OperationalError
-
-    from alerts.tasks import BROKER
-
     if deliver.app.conf.task_always_eager:
         if countdown:
             return False  # no worker to wait in: the sweep tries it when it is due
@@ -62,7 +62,7 @@ def queue_delivery(notification_id, countdown=None) -> bool:
         deliver.apply_async((notification_id,), countdown=countdown, retry=False)
         return True
 
-    queued = BROKER.call(send, errors=(OperationalError, OSError, ConnectionError), fallback=False)
+    queued = BROKER.call(send, errors=BROKER_ERRORS, fallback=False)
     if not queued:
         log.info("notification %s is left to the sweep: the task queue is unreachable", notification_id)
     return queued
@@ -162,6 +162,6 @@ def sweep_now(now=None) -> dict:
     for pk in firing:
         if refresh.app.conf.task_always_eager:
             refresh_now(pk)
-        else:
-            refresh.delay(pk)
+        elif not BROKER.call(partial(refresh.apply_async, (pk,), retry=False), errors=BROKER_ERRORS, fallback=False):
+            break
     return {"reclaimed": reclaimed, "queued": queued, "refreshed": len(firing)}

@@ -188,6 +188,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # connection kept is checked before each task instead (opsconsole/celery.py).
 CELERY_DB_REUSE_MAX = 1000
 EVALUATION_SWEEP_SECONDS = env_int("EVALUATION_SWEEP_SECONDS", 60, minimum=5)
+NOTIFY_SWEEP_SECONDS = env_int("NOTIFY_SWEEP_SECONDS", 60, minimum=5)
 CELERY_BEAT_SCHEDULE = {
     "sweep-unevaluated-batches": {
         "task": "alerts.tasks.sweep_unevaluated",
@@ -206,7 +207,7 @@ CELERY_BEAT_SCHEDULE = {
     # Alertmanager pushes of firing incidents renewed before Alertmanager would resolve them (notifications/tasks.py).
     "notification-sweep": {
         "task": "notifications.tasks.sweep",
-        "schedule": float(env_int("NOTIFY_SWEEP_SECONDS", 60, minimum=5)),
+        "schedule": float(NOTIFY_SWEEP_SECONDS),
     },
     "weekly-rule-reports": {
         "task": "audit.tasks.send_weekly_reports",
