@@ -96,7 +96,7 @@ def check(channel: Channel):
 
 def save_channel(channel: Channel, *, user=None, source: str, changed=None) -> Channel:
     """Validate and save, recording who changed which fields in the same transaction (never the secret's value)."""
-    channel.full_clean(exclude=["project"] if channel.pk else None)
+    channel.full_clean()
     check(channel)
     action = ChannelAction.UPDATED if channel.pk else ChannelAction.CREATED
     fields = sorted(changed if changed is not None else FIELDS)

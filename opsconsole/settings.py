@@ -152,7 +152,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     # Two choice sets are both called `state` (an alert's, a rule's evaluation health): name each.
-    "ENUM_NAME_OVERRIDES": {"AlertStateEnum": ["firing", "acknowledged", "resolved", "muted"], "RuleHealthStateEnum": ["ok", "broken", "recovered"]},
+    "ENUM_NAME_OVERRIDES": {"AlertStateEnum": ["firing", "acknowledged", "resolved", "muted"], "RuleHealthStateEnum": ["ok", "broken", "recovered"],
+                            # a delivery-log row's status beside a run's (which keeps its name)
+                            "DeliveryStatusEnum": "notifications.models.DeliveryStatus", "StatusEnum": "ingest.models.RunStatus"},
     # Every operation lists the 4xx the request guard and authentication answer everywhere.
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "opsconsole.schema.add_common_responses"],
 }
