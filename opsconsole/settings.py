@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "runs",
     "reviews",
     "audit",
+    "exports",
 ]
 
 MIDDLEWARE = [
