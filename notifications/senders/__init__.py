@@ -1,0 +1,1 @@
+"""One module per channel kind: `send(target: ChannelTarget, message: IncidentMessage) -> DeliveryOutcome`."""
