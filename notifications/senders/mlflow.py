@@ -14,13 +14,13 @@ bearer token from the process's environment (one token for every channel of a wo
 backoff past `target.timeout`, and would add some twenty packages to the console. Tags are set, not added, and
 the metric is logged with the incident's own timestamp, so a retried or repeated delivery changes nothing.
 """
-import math
 import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
 import orjson
 
+from ingest.wire import wire_value
 from notifications.message import ChannelTarget, DeliveryOutcome, IncidentMessage, NotifyEvent
 
 PREFIX = "warninglight.incident"
@@ -30,17 +30,10 @@ LOG_BATCH = "/api/2.0/mlflow/runs/log-batch"
 
 def mlflow_run_id(target: ChannelTarget, message: IncidentMessage) -> str:
     """The MLflow run to write to: the channel's mapping first, then the job's `mlflow_run_id` tag ("" for none)."""
-    mapped = (target.config.get("runs") or {}).get(message.run_id)
+    runs = target.config.get("runs")
+    mapped = runs.get(message.run_id) if isinstance(runs, dict) else None
     found = mapped if mapped is not None else (message.run_tags or {}).get("mlflow_run_id")
     return found.strip() if isinstance(found, str) else ""
-
-
-def _number(value: float | None) -> str:
-    if value is None:
-        return "none"
-    if math.isnan(value):
-        return "NaN"
-    return repr(value) if math.isfinite(value) else ("Infinity" if value > 0 else "-Infinity")
 
 
 def log_batch_body(run_id: str, message: IncidentMessage) -> dict:
@@ -49,7 +42,7 @@ def log_batch_body(run_id: str, message: IncidentMessage) -> dict:
         "component": message.component or "run",
         "metric": message.metric,
         "step": str(message.step),
-        "magnitude": _number(message.magnitude),
+        "magnitude": "none" if message.magnitude is None else str(wire_value(message.magnitude)),
         "unit": message.magnitude_unit,
         "rule": message.rule,
         "severity": message.severity,
@@ -59,8 +52,7 @@ def log_batch_body(run_id: str, message: IncidentMessage) -> dict:
     body = {"run_id": run_id, "tags": [{"key": f"{PREFIX}.{message.incident_id}.{k}", "value": v} for k, v in tags.items()]}
     if not resolved and message.magnitude is not None:
         # MLflow's JSON reads doubles as protobuf does: "NaN" and "Infinity" are values, not errors.
-        value = message.magnitude if math.isfinite(message.magnitude) else _number(message.magnitude)
-        body["metrics"] = [{"key": METRIC, "value": value, "step": message.step,
+        body["metrics"] = [{"key": METRIC, "value": wire_value(message.magnitude), "step": message.step,
                             "timestamp": int(message.opened_at.timestamp() * 1000)}]
     return body
 
