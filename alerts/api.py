@@ -23,7 +23,7 @@ from alerts.models import (
 )
 from alerts.rules import delete_rule, EDIT_DENIED
 from alerts.serializers import BacktestRequestSerializer, BacktestResultSerializer, RuleSerializer
-from alerts.wire import alert_as_dict
+from alerts.wire import alert_as_dict, change_as_dict
 from ingest.contract import RUN_ID_RE
 from ingest.serializers import pattern_field, read_query, RunQuerySerializer
 from opsconsole.permissions import can_edit_rules, can_triage, visible_projects, visible_runs
@@ -204,18 +204,6 @@ class MuteResultSerializer(serializers.Serializer):
     alert = AlertDetailSerializer()
     mute = MuteSerializer()
     muted = serializers.ListField(child=serializers.IntegerField(), help_text="ids of the open alerts it muted")
-
-
-def change_as_dict(change) -> dict:
-    return {
-        "id": change.pk,
-        "kind": change.kind,
-        "step": change.step,
-        "at": change.at,
-        "by": change.by.get_username() if change.by_id else None,
-        "note": change.note,
-        "verdict": change.verdict or None,
-    }
 
 
 def mute_as_dict(mute: Mute, now=None) -> dict:

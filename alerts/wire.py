@@ -1,4 +1,4 @@
-"""An alert as the API and the console's pages write it (contract v1's alert object)."""
+"""An alert as the API and the console's pages write it (contract v1's alert object), and the changes of alerts and incidents."""
 from alerts.models import Alert
 from ingest.wire import wire_value
 
@@ -28,4 +28,32 @@ def alert_as_dict(alert: Alert) -> dict:
         "verdict": alert.verdict,
         "fired_at": alert.fired_at,
         "resolved_at": alert.resolved_at,
+    }
+
+
+def change_as_dict(change) -> dict:
+    """An AlertChange row (`by` loaded)."""
+    return {
+        "id": change.pk,
+        "kind": change.kind,
+        "step": change.step,
+        "at": change.at,
+        "by": change.by.get_username() if change.by_id else None,
+        "note": change.note,
+        "verdict": change.verdict or None,
+    }
+
+
+def incident_change_as_dict(change) -> dict:
+    """An IncidentChange row (`by` loaded)."""
+    return {
+        "id": change.pk,
+        "kind": change.kind,
+        "alert": change.alert_id,
+        "state": change.state or None,
+        "previous": change.previous or None,
+        "at": change.at,
+        "by": change.by.get_username() if change.by_id else None,
+        "note": change.note,
+        "verdict": change.verdict or None,
     }

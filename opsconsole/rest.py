@@ -3,6 +3,11 @@
 At most the first 100 errors are listed (`ingest.contract.MAX_ERRORS`); when there
 were more, `more_errors` says how many.
 """
+from itertools import islice
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import StreamingHttpResponse
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -85,3 +90,28 @@ class OwnFormatParameter:
             renderer = self.get_renderers()[0]
             return (renderer, renderer.media_type)
         return super().perform_content_negotiation(request, force)
+
+
+# Lines joined per hop to the database thread when served over ASGI: few hops, and a chunk of some 100 KB.
+LINES_PER_HOP = 500
+
+
+def streamed_download(request, lines, content_type: str, filename: str) -> StreamingHttpResponse:
+    """A download written as `lines` (an iterator of bytes that reads the database) yields it: memory stays flat.
+
+    Django serves a synchronous iterator over ASGI (uvicorn serves the console) by reading all of it into a
+    list first; there the lines are pulled in batches on the request's own thread (thread_sensitive: the one
+    its database connection and server-side cursor belong to) and handed over as an asynchronous iterator.
+    """
+    if isinstance(getattr(request, "_request", request), ASGIRequest):
+        lines = _batches(iter(lines))
+    response = StreamingHttpResponse(lines, content_type=content_type)
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in filename)  # run ids may hold "/" and quotes
+    response["Content-Disposition"] = f'attachment; filename="{safe}"'
+    return response
+
+
+async def _batches(lines):
+    take = sync_to_async(lambda: b"".join(islice(lines, LINES_PER_HOP)), thread_sensitive=True)
+    while chunk := await take():
+        yield chunk

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "reviews",
     "audit",
     "notifications",
+    "exports",
 ]
 
 MIDDLEWARE = [

@@ -7,7 +7,7 @@ update or delete: a correction is a new entry (`corrects`).
 """
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -19,7 +19,7 @@ from ingest.contract import RUN_ID_RE
 from ingest.serializers import RUN_ID_PARAMETER, pattern_field, read_query
 from opsconsole.permissions import can_edit_rules, can_triage, visible_projects, visible_runs
 from opsconsole.request_guard import BoundedJSONParser
-from opsconsole.rest import JsonTypesMixin, OwnFormatParameter
+from opsconsole.rest import JsonTypesMixin, OwnFormatParameter, streamed_download
 from opsconsole.schema import ErrorBodySerializer, errors
 from reviews import lifecycle
 from reviews.chronicle import chronicle
@@ -307,9 +307,7 @@ class LogEntryListView(OwnFormatParameter, _JsonBodies, APIView):
         query = read_query(request, LogQuerySerializer)
         entries = entries_for(request.user, **{k: query.get(k) for k in ("run", "project", "decision", "owner", "since", "until")})
         if query["format"] == "jsonl":
-            response = StreamingHttpResponse(jsonl_lines(entries), content_type="application/x-ndjson")
-            response["Content-Disposition"] = 'attachment; filename="decision-log.jsonl"'
-            return response
+            return streamed_download(request, jsonl_lines(entries), "application/x-ndjson", "decision-log.jsonl")
         return Response({"entries": [entry_as_dict(e) for e in entries[: query["limit"]]]})
 
     @extend_schema(operation_id="decisions_create", request=LogEntryCreateSerializer,

@@ -31,7 +31,10 @@ def _default(value):
     return DjangoJSONEncoder().default(value)
 
 
-def jsonl_lines(entries, chunk=500):
-    """One JSON object per entry and line, read from the database in chunks (an export never holds the whole log)."""
-    for entry in entries.iterator(chunk_size=chunk):
-        yield orjson.dumps(entry_as_dict(entry), default=_default) + b"\n"
+def jsonl_lines(rows, as_dict=entry_as_dict, chunk=500):
+    """One JSON object per row and line (`as_dict(row)`), read from the database in chunks (an export never holds the whole log).
+
+    Times are ISO 8601; values are written as the API writes them (non-finite numbers as the contract's strings).
+    """
+    for row in rows.iterator(chunk_size=chunk):
+        yield orjson.dumps(as_dict(row), default=_default) + b"\n"

@@ -19,8 +19,8 @@ from ingest.serializers import (
     SeriesQuerySerializer,
     read_query,
 )
-from ingest.storage import from_db_float, read_points
-from ingest.wire import wire_value
+from ingest.storage import read_points
+from ingest.wire import event_as_dict, wire_value
 from opsconsole.permissions import visible_runs
 from opsconsole.schema import errors
 from runs.chart import MAX_BUCKETS, band_for_chart, finite_or_none
@@ -76,21 +76,7 @@ class EventsView(APIView):
         return Response(
             {
                 "run": run.run_id,
-                "events": [
-                    {
-                        "step": e.step,
-                        "component": e.component,
-                        "condition": e.condition,
-                        "magnitude": wire_value(from_db_float(e.magnitude)),
-                        "time": e.time,
-                        "detail": e.detail,
-                        "attempt": e.attempt,
-                        "source": e.source,
-                        "fingerprint": e.fingerprint or None,
-                        "ended_at": e.ended_at,
-                    }
-                    for e in events[:10000]
-                ],
+                "events": [event_as_dict(e) for e in events[:10000]],
             }
         )
 

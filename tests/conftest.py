@@ -18,7 +18,7 @@ from opsconsole.models import Membership, Role
 
 # Fixture modules shared by several test files, registered once instead of imported into each.
 pytest_plugins = ["tests.browser", "tests.triage_support", "tests.alertmanager_support", "tests.worker_support",
-                  "tests.backtest_support", "tests.notify_support"]
+                  "tests.backtest_support", "tests.notify_support", "tests.export_support", "tests.mlflow_support"]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

@@ -10,9 +10,7 @@ instead of skipping it.
 import datetime as dt
 import re
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -20,6 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import IN_CI
+from tests.process_support import free_port, wait_for
 
 BINARY = "prometheus-alertmanager"
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -39,20 +38,6 @@ def readme_config(url, token_file) -> str:
     hook["url"] = f"{url}/api/v1/alertmanager"
     hook["http_config"]["authorization"]["credentials_file"] = str(token_file)
     return yaml.safe_dump(config)
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(what, check, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.urls import get_resolver
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("opsconsole", "ingest", "alerts", "runs", "reviews", "audit", "notifications")
+APPS = ("opsconsole", "ingest", "alerts", "runs", "reviews", "audit", "notifications", "exports")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -21,7 +21,7 @@ def imported_modules(path: Path) -> set[str]:
 
 def test_ingest_imports_nothing_from_the_apps_that_build_on_it():
     offenders = {
-        str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m.split(".")[0] in ("alerts", "runs", "reviews", "audit", "notifications"))
+        str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m.split(".")[0] in ("alerts", "runs", "reviews", "audit", "notifications", "exports"))
         for path in (ROOT / "ingest").rglob("*.py")
     }
     assert {path: mods for path, mods in offenders.items() if mods} == {}
@@ -50,6 +50,15 @@ def test_alerts_import_nothing_from_notifications():
     offenders = {
         str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m.split(".")[0] == "notifications")
         for path in (ROOT / "alerts").rglob("*.py")
+    }
+    assert {path: mods for path, mods in offenders.items() if mods} == {}
+
+
+def test_nothing_but_the_console_imports_exports():
+    """Exports read every app's rows; no app reaches back (only opsconsole mounts its routes and settings)."""
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m.split(".")[0] == "exports")
+        for app in APPS if app not in ("exports", "opsconsole") for path in (ROOT / app).rglob("*.py")
     }
     assert {path: mods for path, mods in offenders.items() if mods} == {}
 
