@@ -1,7 +1,7 @@
 """The MLflow sender: an incident written onto the MLflow run of the job, as tags and a metric.
 
 The MLflow run is `target.config["runs"][<our run id>]` when the channel maps it, else the job's own tag
-`mlflow_run_id` (`message.run_tags`). One `runs/log-batch` call writes, for incident <id>:
+`mlflow_run_id` (or the channel's `run_id_tag`; `message.run_tags`). One `runs/log-batch` call writes, for incident <id>:
 
     warninglight.incident.<id>.component   the component ("" for the whole run is written as "run")
     warninglight.incident.<id>.metric / .step / .magnitude (the contract's words for non-finite) / .unit
@@ -14,25 +14,27 @@ bearer token from the process's environment (one token for every channel of a wo
 backoff past `target.timeout`, and would add some twenty packages to the console. Tags are set, not added, and
 the metric is logged with the incident's own timestamp, so a retried or repeated delivery changes nothing.
 """
-import urllib.error
-import urllib.request
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import orjson
 
 from ingest.wire import wire_value
 from notifications.message import ChannelTarget, DeliveryOutcome, IncidentMessage, NotifyEvent
+from notifications.senders import post
 
 PREFIX = "warninglight.incident"
 METRIC = "warninglight.incident_magnitude"
 LOG_BATCH = "/api/2.0/mlflow/runs/log-batch"
+RUN_ID_TAG = "mlflow_run_id"  # the run tag holding the MLflow run id, unless the channel names another
 
 
 def mlflow_run_id(target: ChannelTarget, message: IncidentMessage) -> str:
-    """The MLflow run to write to: the channel's mapping first, then the job's `mlflow_run_id` tag ("" for none)."""
+    """The MLflow run to write to: the channel's mapping first, then the job's run tag ("" for none)."""
     runs = target.config.get("runs")
     mapped = runs.get(message.run_id) if isinstance(runs, dict) else None
-    found = mapped if mapped is not None else (message.run_tags or {}).get("mlflow_run_id")
+    tag = target.config.get("run_id_tag") or RUN_ID_TAG
+    found = mapped if mapped is not None else (message.run_tags or {}).get(tag)
     return found.strip() if isinstance(found, str) else ""
 
 
@@ -60,31 +62,14 @@ def log_batch_body(run_id: str, message: IncidentMessage) -> dict:
 def send(target: ChannelTarget, message: IncidentMessage) -> DeliveryOutcome:
     run_id = mlflow_run_id(target, message)
     if not run_id:
+        tag = target.config.get("run_id_tag") or RUN_ID_TAG
         return DeliveryOutcome(ok=False, detail=f"no MLflow run for run {message.run_id}: the channel's config maps "
-                                                f"none (runs) and the run has no mlflow_run_id tag")
+                                                f"none (runs) and the run has no {tag} tag")
     base = target.url.rstrip("/")
     if urlsplit(base).scheme not in ("http", "https"):
         return DeliveryOutcome(ok=False, detail="the MLflow tracking URI must be an http(s) URL of a tracking server")
-    headers = {"Content-Type": "application/json", "User-Agent": "warning-light"}
-    if target.secret:
-        headers["Authorization"] = f"Bearer {target.secret}"
-    request = urllib.request.Request(base + LOG_BATCH, data=orjson.dumps(log_batch_body(run_id, message)),
-                                     headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=target.timeout) as answer:  # noqa: S310 (http(s) only, above)
-            return DeliveryOutcome(ok=True, status_code=answer.status, detail=f"MLflow run {run_id}")
-    except urllib.error.HTTPError as exc:
-        return DeliveryOutcome(ok=False, retry=exc.code >= 500 or exc.code == 429, status_code=exc.code,
-                               detail=f"MLflow answered {exc.code}: {_mlflow_error(exc)}")
-    except (urllib.error.URLError, OSError) as exc:  # refused, unreachable, timed out
-        return DeliveryOutcome(ok=False, retry=True, detail=f"MLflow unreachable: {getattr(exc, 'reason', exc)}")
-
-
-def _mlflow_error(exc: urllib.error.HTTPError) -> str:
-    """MLflow's own words ({"error_code", "message"}), or the status's reason; a short line."""
-    try:
-        body = orjson.loads(exc.read(4096) or b"{}")
-        words = f"{body.get('error_code', '')}: {body.get('message', '')}".strip(": ")
-    except (orjson.JSONDecodeError, AttributeError, OSError):
-        words = ""
-    return (words or str(exc.reason))[:300]
+    headers = {"Authorization": f"Bearer {target.secret}"} if target.secret else {}
+    # MLflow's JSON reads doubles as protobuf does: "NaN" and "Infinity" are values, so orjson's nulls are avoided.
+    outcome = post(base + LOG_BATCH, orjson.dumps(log_batch_body(run_id, message)), timeout=target.timeout,
+                   headers=headers)
+    return replace(outcome, detail=outcome.detail or f"MLflow run {run_id}")
