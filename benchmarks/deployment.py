@@ -75,7 +75,7 @@ class Console:
             self.procs.check_alive()
             if time.perf_counter() - t > timeout:
                 raise RuntimeError(f"{self.unevaluated()} batches still unevaluated after {timeout:.0f}s")
-            time.sleep(0.05)
+            time.sleep(0.1)
         return time.perf_counter() - t
 
     def evaluation_lag(self):
