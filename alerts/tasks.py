@@ -47,14 +47,14 @@ def _evaluate_batch(receipt_id):
     return receipt_id in drain_run(run_pk)
 
 
-def drain_run(run_pk: int, seconds: float = DRAIN_SECONDS) -> list[int]:
+def drain_run(run_pk: int) -> list[int]:
     """Evaluate the run's unevaluated batches in the order they were received; the ids evaluated.
 
     Each batch is its own transaction, so its frames go out as soon as it is judged. Stops when none is
-    left, when another worker holds the run (it drains the rest), or after `seconds`, queueing the rest.
+    left, when another worker holds the run (it drains the rest), or after DRAIN_SECONDS, queueing the rest.
     """
     done = []
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + DRAIN_SECONDS
     while True:
         evaluated = _evaluate_oldest(run_pk)
         if evaluated is BUSY:
