@@ -1,9 +1,10 @@
 import logging
+import time
 from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from alerts import engine
@@ -17,28 +18,85 @@ from opsconsole.live import collected, publish_status
 log = logging.getLogger(__name__)
 
 
+# A run's batches are judged one at a time, oldest first, under the run's evaluation lock; runs are judged in
+# parallel. On PostgreSQL the lock is a transaction-level advisory lock keyed EVALUATION_LOCK_BASE + the run's
+# pk: above the int4 range of ingest's hashtext(run id) keys (ingest/service.py), so never a run's ingest lock,
+# and one key per run. SQLite's IMMEDIATE transactions serialize every writer anyway.
+EVALUATION_LOCK_BASE = 1 << 40
+# How long one task keeps judging its run before queueing the rest behind the other runs' tasks: a run sent
+# faster than it is judged must not keep a worker from the others.
+DRAIN_SECONDS = 0.5
+BUSY = object()
+
+
 @shared_task(acks_late=True)
 def evaluate_batch(receipt_id):
-    """Evaluate one batch exactly once: claimed under a row lock, marked done in the same transaction.
+    """Evaluate the batch's run up to and past it: each unevaluated batch of the run, oldest first.
 
-    Idempotent, so a lost database connection gets it run once more (opsconsole/db.py).
+    True when this call evaluated `receipt_id`; False when it was done already, or when another worker is
+    judging the run (that worker looks again for the run's batches after it lets go, so this one is not
+    left behind). Idempotent, so a lost database connection gets it run once more (opsconsole/db.py).
     """
     return once_more_if_connection_lost(_evaluate_batch, receipt_id)
 
 
 def _evaluate_batch(receipt_id):
+    run_pk = BatchReceipt.objects.filter(pk=receipt_id, evaluated_at__isnull=True).values_list("run_id", flat=True).first()
+    if run_pk is None:
+        return False  # done already: a task for an earlier batch of the run took it along
+    return receipt_id in drain_run(run_pk)
+
+
+def drain_run(run_pk: int) -> list[int]:
+    """Evaluate the run's unevaluated batches in the order they were received; the ids evaluated.
+
+    Each batch is its own transaction, so its frames go out as soon as it is judged. Stops when none is
+    left, when another worker holds the run (it drains the rest), or after DRAIN_SECONDS, queueing the rest.
+    """
+    done = []
+    deadline = time.monotonic() + DRAIN_SECONDS
+    while True:
+        evaluated = _evaluate_oldest(run_pk)
+        if evaluated is BUSY:
+            return done
+        if evaluated is None:
+            # The lock is let go now. A batch stored while we held it may have had its task find the run
+            # busy and leave it to us: look once more, outside the lock.
+            if not _unevaluated(run_pk).exists():
+                return done
+            continue
+        done.append(evaluated)
+        if time.monotonic() >= deadline:
+            rest = _unevaluated(run_pk).order_by("pk").values_list("pk", flat=True).first()
+            if rest is not None:
+                queue_evaluation(rest)  # to the back of the queue; if the broker is down the sweep takes it
+            return done
+
+
+def _unevaluated(run_pk):
+    return BatchReceipt.objects.filter(run_id=run_pk, evaluated_at__isnull=True)
+
+
+def _evaluate_oldest(run_pk):
+    """The run's oldest unevaluated batch evaluated and marked in one transaction: its id, None, or BUSY."""
     with transaction.atomic():
-        receipt = (
-            BatchReceipt.objects.select_for_update(skip_locked=True)
-            .filter(pk=receipt_id, evaluated_at__isnull=True)
-            .first()
-        )
+        if not _try_lock_run(run_pk):
+            return BUSY
+        receipt = _unevaluated(run_pk).order_by("pk").first()  # pk order is arrival: ingest stores a run's batches one at a time
         if receipt is None:
-            return False  # done already, or another worker holds it
+            return None
         with collected():  # its live frames go out after commit, one message per batch
             engine.evaluate(receipt)
         BatchReceipt.objects.filter(pk=receipt.pk).update(evaluated_at=timezone.now())
-    return True
+    return receipt.pk
+
+
+def _try_lock_run(run_pk: int) -> bool:
+    if connection.vendor != "postgresql":
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [EVALUATION_LOCK_BASE + int(run_pk)])
+        return cursor.fetchone()[0]
 
 
 @shared_task

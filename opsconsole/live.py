@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import threading
 import weakref
 from contextlib import contextmanager
@@ -128,8 +129,35 @@ def send_now(items) -> bool:
     if layer is None:
         return False
     # Any failure of the layer stays here: live updates must never fail ingest or evaluation.
-    return layer_breaker(layer).call(lambda: async_to_sync(_send_all)(layer, list(messages.values())) or True,
+    return layer_breaker(layer).call(lambda: _deliver(layer, list(messages.values())) or True,
                                      errors=(Exception,), fallback=False)
+
+
+def _deliver(layer, messages):
+    from channels.layers import InMemoryChannelLayer
+
+    if isinstance(layer, InMemoryChannelLayer):
+        # Its queues are the consumers' event loop's: asgiref finds that loop (or makes one, as it did).
+        return async_to_sync(_send_all)(layer, messages)
+    # channels_redis keeps its Redis connections per event loop, and async_to_sync from code without one (a
+    # Celery worker) makes a new loop per call: a new connection for every batch evaluated, most of a send's time.
+    # One loop per process, kept running, keeps its connection.
+    future = asyncio.run_coroutine_threadsafe(_send_all(layer, messages), _sending_loop())
+    return future.result(SEND_TIMEOUT_SECONDS + 1)
+
+
+_sender = None  # (pid, event loop) sending this process's frames
+_sender_lock = threading.Lock()
+
+
+def _sending_loop():
+    global _sender
+    with _sender_lock:
+        if _sender is None or _sender[0] != os.getpid():  # a forked worker process starts its own
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="live-updates", daemon=True).start()
+            _sender = (os.getpid(), loop)
+        return _sender[1]
 
 
 def layer_breaker(layer) -> Breaker:

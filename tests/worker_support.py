@@ -66,14 +66,14 @@ def unevaluated():
 
 
 class Worker:
-    def __init__(self, log_path: Path, pool: str, env: dict):
+    def __init__(self, log_path: Path, pool: str, env: dict, args=()):
         self.log_path = log_path
         self.log = open(log_path, "ab")
         self.name = f"test-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "opsconsole", "worker", "--pool", pool, "--concurrency", "1",
              "--without-mingle", "--without-gossip", "--without-heartbeat", "--loglevel", "info",
-             "--hostname", self.name],
+             "--hostname", self.name, *args],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -106,8 +106,8 @@ class Worker:
 
 @pytest.fixture
 def celery_worker(transactional_db, tmp_path):
-    """A function starting a worker process: `with celery_worker(pool, wait_ready, **env) as worker:`; tasks are
-    queued on Redis meanwhile."""
+    """A function starting a worker process: `with celery_worker(pool, wait_ready, args, **env) as worker:` (`args`:
+    more command-line arguments); tasks are queued on Redis meanwhile."""
     conf = celery_app.conf
     eager = conf.task_always_eager
     conf.task_always_eager = False
@@ -115,10 +115,10 @@ def celery_worker(transactional_db, tmp_path):
     started = []
 
     @contextmanager
-    def start(pool="solo", wait_ready=True, **extra_env):
+    def start(pool="solo", wait_ready=True, args=(), **extra_env):
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": database_url_of_tests(),
                "PYTHONPATH": str(ROOT), **{k: str(v) for k, v in extra_env.items()}}
-        worker = Worker(tmp_path / f"worker-{len(started)}.log", pool, env)
+        worker = Worker(tmp_path / f"worker-{len(started)}.log", pool, env, args)
         started.append(worker)
         try:
             if wait_ready:  # a solo worker busy with a task does not answer pings

@@ -1,0 +1,107 @@
+#!/usr/bin/env python
+"""Scale-out of evaluation: the same stored backlog of several runs drained by 1, then by 2 worker processes.
+
+    .venv/bin/python benchmarks/scaleout.py --quick     # 4 runs x 54 series x 1,200 steps (259,200 points), ~2 min
+    .venv/bin/python benchmarks/scaleout.py             # 4 runs x 54 series x 3,000 steps (648,000 points)
+    .venv/bin/python benchmarks/scaleout.py --processes 1,2,4
+
+For each process count:
+
+1. a fresh PostgreSQL database (--db, dropped and recreated; Redis --redis-url flushed), migrated, a
+   project made by `issue_token --owner` (the starter rule pack judges every batch);
+2. RUNS runs of the ingest benchmark's data (benchmarks/ingest.py RunData, a seed per run), 100-step
+   batches interleaved across the runs, posted by one client to `uvicorn --workers 2` with no Celery worker
+   running: every batch is stored, its evaluation deferred. Then Redis is flushed (the queued messages go);
+3. `celery -A opsconsole worker -c N` is started and waited for, and one task per batch is queued in the
+   order the batches arrived (`manage.py shell`, alerts.tasks.queue_evaluation), as ingest would have;
+4. the time from the first task queued to the last batch's evaluated_at is the drain time.
+
+Prints points evaluated per second for each N, the speed-up over N=1, the machine's cores and load.
+Each run's batches are evaluated in arrival order whatever N (alerts/tasks.py); only different runs go
+in parallel, so the speed-up is bounded by the number of runs as well as by the cores.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the repository root first: benchmarks/ingest.py would shadow the `ingest` app
+
+from benchmarks import ingest as bench  # noqa: E402
+from benchmarks.deployment import Console, machine, run_body  # noqa: E402
+
+QUEUE_ALL = (
+    "import time\n"
+    "from alerts.tasks import queue_evaluation\n"
+    "from ingest.models import BatchReceipt\n"
+    "ids = list(BatchReceipt.objects.filter(evaluated_at__isnull=True).order_by('pk').values_list('pk', flat=True))\n"
+    "t = time.time()\n"
+    "assert all(queue_evaluation(pk) for pk in ids)\n"
+    "print(len(ids), t)\n"
+)
+
+
+def drain(args, bodies, processes: int, logdir: Path):
+    console = Console(args.admin_url, args.db, args.redis_url, logdir)
+    try:
+        console.start_web(2)
+        npoints = [args.series * bench.STEPS_PER_BATCH] * len(bodies)
+        elapsed, stats = bench.send_all(console.port, console.token, bodies, npoints, 1, f"store, -c {processes}")
+        if stats.failures:
+            raise RuntimeError(f"ingest failures: {stats.failures[:3]}")
+        bench.flush_redis(args.redis_url)  # the messages ingest queued: queued again below, once the workers are up
+        console.start_workers(processes)
+        queued, started = bench.manage(console.env, "shell", "-c", QUEUE_ALL).split()[-2:]
+        console.wait_evaluated(args.timeout)
+        with console.connect() as conn:
+            last = conn.execute("SELECT extract(epoch FROM max(evaluated_at))::float FROM ingest_batchreceipt").fetchone()[0]
+    finally:
+        console.stop()
+    seconds = last - float(started)
+    points = stats.points_accepted
+    print(f"  -c {processes}: stored {points:,} points in {elapsed:.1f}s; {queued} batches evaluated in {seconds:.1f}s "
+          f"= {points / seconds:,.0f} points/s evaluated; {machine()}", flush=True)
+    return points / seconds
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    p.add_argument("--admin-url", default=os.environ.get("BENCH_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
+    p.add_argument("--db", default="wl_bench_scaleout", help="database to drop and recreate (default wl_bench_scaleout)")
+    p.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
+                   help="Redis db to flush and use (default db 15)")
+    p.add_argument("--runs", type=int, default=4)
+    p.add_argument("--series", type=int, default=54)
+    p.add_argument("--steps", type=int, default=3000, help="steps per run (100 a batch; at least 1,100)")
+    p.add_argument("--quick", action="store_true", help="1,200 steps per run")
+    p.add_argument("--processes", default="1,2", help="worker process counts to compare (default 1,2)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for one drain")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.steps = 1200
+    counts = [int(c) for c in args.processes.split(",")]
+
+    runs = [(f"scaleout-{r}", bench.RunData(args.series, args.steps, seed=7 + r)) for r in range(args.runs)]
+    n_batches = runs[0][1].n_batches
+    bodies = [run_body(data, run_id, b) for b in range(n_batches) for run_id, data in runs]
+    print(f"Warning Light evaluation scale-out: {args.runs} runs x {args.series} series x {args.steps:,} steps = "
+          f"{args.runs * args.series * args.steps:,} points in {len(bodies)} batches of {args.series * bench.STEPS_PER_BATCH:,}, "
+          f"starter pack; worker processes {counts}; PostgreSQL and Redis on this host; {bench.code_version()}\n"
+          f"  {machine()}", flush=True)
+    rates = {}
+    with tempfile.TemporaryDirectory(prefix="wl-scaleout-") as tmp:
+        for n in counts:
+            rates[n] = drain(args, bodies, n, Path(tmp))
+    base = rates[counts[0]]
+    print("\n| worker processes | points/s evaluated | speed-up |\n| ---: | ---: | ---: |")
+    for n in counts:
+        print(f"| {n} | {rates[n]:,.0f} | {rates[n] / base:.2f}x |")
+    print(f"\n{args.runs} runs x {args.series} series x {args.steps:,} steps; {machine()}")
+
+
+if __name__ == "__main__":
+    main()
