@@ -51,8 +51,11 @@ What it does:
 4. opens the run page in headless Chromium (Playwright, /usr/bin/chromium, --headless
    --no-sandbox --disable-gpu --disable-background-networking; viewport 1400x1000): logs in at
    /accounts/login/, then opens /runs/<id>/ 5 times each in a fresh browser context (cold: empty
-   cache, plotly.min.js downloaded and parsed each time) and 5 times in a fresh page of a context
-   that has loaded the page once (warm: static files from the browser cache). The time to the
+   cache: every script, Plotly's bundle above all, downloaded and parsed each time) and 5 times in a
+   fresh page of a context that has loaded the page once (warm: static files from the browser
+   cache). Each load reports the page's JavaScript (Resource Timing of every .js): bytes
+   transferred over the wire (0 from the cache) and bytes parsed (decoded body), and when the
+   Plotly bundle (the page's `plotly*.js`) arrived. The time to the
    first chart is `performance.now()` (0 = navigation start) when the first `.chart` gets
    `data-drawn="1"` (a MutationObserver installed before the page's scripts), whichever chart
    that is; the same for `#headline-chart` (loss) is reported beside it, and so is the wall time
@@ -72,7 +75,8 @@ What it does:
    request (the slowest case).
 
 Prints tables with the figures, the targets (data request ≤ 300 ms server time, judged on the
-median of the Server-Timing figure; first chart ≤ 2 s, judged on the median of the cold loads),
+median of the Server-Timing figure; first chart ≤ 1 s (issue 14), judged on the median of the
+cold loads and, separately, of the warm ones),
 the git revision and the load average; exits 1 when a target is missed, something is hidden or
 the websocket closed while a page was open. The server is always stopped; the database is left
 for --reuse unless --drop. Takes the same PostgreSQL advisory lock as benchmarks/ingest.py (both
@@ -120,7 +124,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 VIEWPORT = {"width": 1400, "height": 1000}
 TARGET_DATA_MS = 300.0
-TARGET_FIRST_CHART_S = 2.0
+TARGET_FIRST_CHART_S = 1.0  # issue 14: was 2 s while the page loaded the full 4.8 MB plotly.js
 ZOOM_STEPS = 5000
 CHECK_WINDOWS = (50_000, 5_000, 500)
 SPIKE_THRESHOLD = 1.0  # step_time: base 0.32 ± 0.015 s, spikes +1.5 s
@@ -627,12 +631,16 @@ COLLECT = r"""
   const t = window.__wlBench || {};
   const nav = performance.getEntriesByType("navigation")[0];
   const res = performance.getEntriesByType("resource");
-  const plotly = res.find((r) => r.name.includes("plotly.min.js"));
+  const scripts = res.filter((r) => new URL(r.name).pathname.endsWith(".js"));
+  const plotly = scripts.find((r) => /\/plotly[^/]*\.js$/.test(new URL(r.name).pathname));
   const headline = res.find((r) => r.name.includes("/series/") && r.name.includes("metric=loss&"));
   return {
     first: t.first, firstChart: t.firstChart, headline: t.headline, all: t.all,
     htmlEnd: nav ? nav.responseEnd : null, dcl: nav ? nav.domContentLoadedEventEnd : null, loadEnd: nav ? nav.loadEventEnd : null,
     plotlyEnd: plotly ? plotly.responseEnd : null, plotlyBytes: plotly ? plotly.transferSize : null,
+    plotlyName: plotly ? new URL(plotly.name).pathname.split("/").pop() : null, plotlyParsed: plotly ? plotly.decodedBodySize : null,
+    jsFiles: scripts.length, jsTransferred: scripts.reduce((n, r) => n + r.transferSize, 0),
+    jsParsed: scripts.reduce((n, r) => n + r.decodedBodySize, 0),
     dataStart: headline ? headline.startTime : null, dataEnd: headline ? headline.responseEnd : null,
     charts: document.querySelectorAll(".chart[data-metric]").length,
     drawn: document.querySelectorAll('.chart[data-drawn="1"]').length,
@@ -703,7 +711,8 @@ def browser_loads(port, n, hold_s):
         size = f" ({got['plotlyBytes']:,} bytes transferred)" if got["plotlyBytes"] else " (cached)"
         print(f"  {kind} load {len(results[kind])}: first chart ({got['firstChart']}) drawn at {got['first'] / 1000:.3f} s, "
               f"#headline-chart at {got['headline'] / 1000:.3f} s "
-              f"(wall {wall_first:.3f} s; HTML {ms(got['htmlEnd'])} ms, plotly.min.js {ms(got['plotlyEnd'])} ms{size}, "
+              f"(wall {wall_first:.3f} s; HTML {ms(got['htmlEnd'])} ms, {got['plotlyName']} {ms(got['plotlyEnd'])} ms{size}; "
+              f"{got['jsFiles']} scripts: {got['jsTransferred']:,} bytes transferred, {got['jsParsed']:,} parsed; "
               f"DOMContentLoaded {ms(got['dcl'])} ms, loss data {ms(got['dataStart'])}-{ms(got['dataEnd'])} ms); "
               f"all {got['drawn']}/{got['charts']} charts at {got['all'] / 1000:.1f} s, {got['errors']} chart errors; "
               f"websocket: {got['ws_opened']} opened, {got['ws_closed']} closed while open ({got['page_s']:.1f} s), "
@@ -1037,7 +1046,8 @@ def main(argv=None):
         setup_django(url, args.redis_url)
         server_median = max(median(r["server"]) for r in http_results)
         cold_first = median([b["first"] / 1000 for b in browser["cold"]])
-        missed = server_median > TARGET_DATA_MS / 1000 or cold_first > TARGET_FIRST_CHART_S
+        warm_first = median([b["first"] / 1000 for b in browser["warm"]])
+        missed = server_median > TARGET_DATA_MS / 1000 or max(cold_first, warm_first) > TARGET_FIRST_CHART_S
         inproc, split, agreement, profile_text = measure_inprocess(data, args.warmups, args.repeats, args.profile or missed,
                                                                    args.profile_top, args.pack)
 
@@ -1073,23 +1083,26 @@ def main(argv=None):
               f"{srv:.0f} / {p95(r['server']) * 1000:.0f} | {median(ip) * 1000:.0f} / {p95(ip) * 1000:.0f} | "
               f"{median(r['wall']) * 1000:.0f} / {p95(r['wall']) * 1000:.0f} | ≤ {TARGET_DATA_MS:.0f} | {verdict} |")
     print()
-    print(f"Run page in headless Chromium, seconds from navigation start ({args.loads} loads each).\n")
+    print(f"Run page in headless Chromium, seconds from navigation start ({args.loads} loads each); JavaScript = every "
+          "script the page loaded (Resource Timing): bytes over the wire / bytes parsed.\n")
     print("| loads | first chart median | first chart max | headline (loss) median | wall to first chart median "
-          "| all charts drawn median | websocket closes while open | target | verdict |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+          "| all charts drawn median | JavaScript transferred / parsed | websocket closes while open | target | verdict |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for kind in ("cold", "warm"):
         b = browser[kind]
         first = [x["first"] / 1000 for x in b]
-        verdict = ("met" if median(first) <= TARGET_FIRST_CHART_S else "MISSED") if kind == "cold" else \
-            ("(met)" if median(first) <= TARGET_FIRST_CHART_S else "(over)")
-        if kind == "cold" and verdict == "met" and max(first) > TARGET_FIRST_CHART_S:
-            verdict = "met (max over)"
+        verdict = "MET" if median(first) <= TARGET_FIRST_CHART_S else "MISSED"
+        if verdict == "MET" and max(first) > TARGET_FIRST_CHART_S:
+            verdict = "MET (max over)"
         print(f"| {kind} ({'fresh context, empty cache' if kind == 'cold' else 'fresh page, cached static files'}) | "
               f"{median(first):.2f} | {max(first):.2f} | {median([x['headline'] / 1000 for x in b]):.2f} | "
               f"{median([x['wall_first'] for x in b]):.2f} | "
               f"{median([x['all'] / 1000 for x in b]):.1f} ({b[0]['charts']} charts) | "
-              f"{sum(x['ws_closed'] for x in b)} of {sum(x['ws_opened'] for x in b)} opened | ≤ {TARGET_FIRST_CHART_S:.0f} | {verdict} |")
+              f"{median([x['jsTransferred'] for x in b]):,.0f} / {median([x['jsParsed'] for x in b]):,.0f} B | "
+              f"{sum(x['ws_closed'] for x in b)} of {sum(x['ws_opened'] for x in b)} opened | ≤ {TARGET_FIRST_CHART_S:.0f} s | {verdict} |")
     print()
+    bundles = {(x["plotlyName"], x["plotlyParsed"]) for kind in browser.values() for x in kind}
+    print("- Plotly bundle: " + ", ".join(f"{name} ({size:,} bytes)" if size else str(name) for name, size in sorted(bundles, key=str)))
     firsts = {x["firstChart"] for kind in browser.values() for x in kind}
     print(f"- first chart drawn: {', '.join(sorted(firsts))}; run page HTML server time p50 "
           f"{median(page_html['server']) * 1000:.0f} ms")

@@ -112,8 +112,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-# plotly.js comes from the plotly package's own copy and is served by us: the console runs offline, no CDN.
-STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(importlib.util.find_spec("plotly").origin).parent / "package_data")]
+# plotly.js is vendored under static/vendor/plotly/ (bin/vendor-plotly) and served by us: the console runs offline, no CDN.
+STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "staticfiles")))
 try:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start without it

@@ -64,7 +64,7 @@ def test_the_fatigue_page_and_the_rules_list_show_them(project, owner, outsider)
     data = json.loads(re.search(r'<script id="fatigue-data" type="application/json">(.*?)</script>', html, re.S).group(1))
     assert data["alerts"][:2] == [2, 3]
     assert re.findall(r'<li data-rule="([^"]+)">', html) == ["grad-high", "loss-spike"]
-    assert "plotly/plotly.min.js" in html and "js/fatigue.js" in html
+    assert "vendor/plotly/plotly-basic.min.js" in html and "js/fatigue.js" in html
     rules = client_for(owner).get("/rules/").content.decode()
     section = rules.split('id="fix-first"')[1].split("</section>")[0]
     assert re.findall(r'data-rule="([^"]+)"', section) == ["grad-high", "loss-spike"]

@@ -1,7 +1,10 @@
 """The run page: identity, alerts, layer sections, components ordered by when they first went wrong; access."""
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.test import Client
 
 from alerts.starter import install_starter_pack
@@ -48,7 +51,7 @@ def test_the_run_page_shows_identity_alerts_and_the_first_component_to_go_wrong_
     assert chart["run"] == "team/run-7" and chart["headline"] == "loss"
     assert [p["kind"] for p in chart["phases"]] == ["warmup"]
     assert {a["component"] for a in chart["alerts"]} == {"blocks.0", "blocks.2"}
-    assert "plotly/plotly.min.js" in html
+    assert "vendor/plotly/plotly-basic.min.js" in html
 
 
 def test_the_page_is_for_members_only(owner, teammate, outsider, troubled_run):
@@ -59,7 +62,13 @@ def test_the_page_is_for_members_only(owner, teammate, outsider, troubled_run):
 
 
 def test_plotly_is_served_by_the_console_itself(owner, troubled_run):
+    # The vendored npm bundle (bin/vendor-plotly), byte for byte what its SHA256SUMS records, its licence beside it.
     client = Client()
-    response = client.get("/static/plotly/plotly.min.js")
+    response = client.get("/static/vendor/plotly/plotly-basic.min.js")
     assert response.status_code == 200
-    assert b"plotly.js" in b"".join(response.streaming_content)[:400]
+    body = b"".join(response.streaming_content)
+    assert b"plotly.js (basic - minified) v" in body[:400]
+    recorded = (Path(settings.BASE_DIR) / "static/vendor/plotly/SHA256SUMS").read_text()
+    assert f"{hashlib.sha256(body).hexdigest()}  plotly-basic.min.js" in recorded.splitlines()
+    licence = client.get("/static/vendor/plotly/LICENSE")
+    assert licence.status_code == 200 and b"Plotly" in b"".join(licence.streaming_content)

@@ -1,7 +1,7 @@
 /* Under the console's Content-Security-Policy (opsconsole/security.py) a <style> element may be
  * added only with the page's nonce. Plotly adds its own (its CSS rules, the map CSS it bundles)
  * from its script, so every <style> created on this page gets the nonce this script was loaded
- * with. Load it before plotly.min.js:  <script nonce="{{ request.csp_nonce }}" src=".../csp-styles.js">
+ * with. Load it before the Plotly bundle:  <script nonce="{{ request.csp_nonce }}" src=".../csp-styles.js">
  */
 (function () {
   "use strict";

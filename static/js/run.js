@@ -221,20 +221,29 @@
     if (focus) { focus.el.classList.add("chart-focus"); focus.el.scrollIntoView({ block: "center" }); document.body.dataset.linkedChart = focus.metric + "@" + focus.component; }
   }
   // What is on screen first, then the rest one after another, so the first chart is never kept waiting.
+  // The rest start as soon as the observer has placed every chart and the on-screen ones are drawn, not
+  // after a fixed delay: where the alerts push every chart below the fold, the first one drawn is one of
+  // the rest.
+  const onScreen = [];
+  let placed = 0, restStarted = false;
   const observer = new IntersectionObserver((entries) => {
     for (const entry of entries) {
       const chart = charts.find((c) => c.el === entry.target);
-      if (entry.isIntersecting && !chart.visible) { chart.visible = true; draw(chart); }
+      if (!chart.placed) { chart.placed = true; placed++; }
+      if (entry.isIntersecting && !chart.visible) { chart.visible = true; onScreen.push(draw(chart)); }
     }
+    if (placed === charts.length && !restStarted) drawTheRest();
   }, { rootMargin: "200px" });
   charts.forEach((c) => observer.observe(c.el));
   async function drawTheRest() {
+    restStarted = true;
+    await Promise.all(onScreen);
     for (const chart of charts) {
       if (!chart.visible) { chart.visible = true; await draw(chart); }
     }
     document.body.dataset.chartsDrawn = "1";
   }
-  window.addEventListener("load", () => setTimeout(drawTheRest, 300));
+  if (!charts.length) drawTheRest();
 
   document.getElementById("reset-zoom").addEventListener("click", () => { range = null; redrawVisible(); });
 
