@@ -430,26 +430,32 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
         u_steps, u_values = u_steps[ok], np.minimum(u_values[ok], MAX_UPDATE_RATIO)
         u_costs = -np.log1p(-u_values)  # what each step's update can do to the log norm, at most
     floor = np.log(params["min_ratio"])
-    logs = to_log(values)
-    last_log = None if last is None else to_log(np.array([last[1]]))[0]
+    # Each finite sample after the one before it (in step order): (index, step, step before, |Δ log norm|).
+    steps_l, values_l, logs_l = steps.tolist(), values.tolist(), to_log(values).tolist()
+    last_log = None if last is None else float(to_log(np.array([last[1]]))[0])
+    pairs = []
     for i in order.tolist():
-        step, value = int(steps[i]), float(values[i])
-        if not np.isfinite(value):
+        step, value = steps_l[i], values_l[i]
+        if not math.isfinite(value):
             continue  # non-finite weights are the nonfinite rules' to judge
-        if last is None or step <= last[0]:
-            last, last_log = [step, value, number], logs[i]
-            continue
-        gap = step - last[0]
-        jump = abs(float(logs[i] - last_log))
-        allowed = None
-        if ratio_series is not None:
-            # The update ratios of steps last..step-1 (sorted by step), else of last..step.
-            lo = int(np.searchsorted(u_steps, last[0]))
-            hi = int(np.searchsorted(u_steps, step))
-            if hi == lo:
-                hi = int(np.searchsorted(u_steps, step, side="right"))
-            if hi > lo:
-                allowed = params["allowance"] * gap * float(u_costs[lo] if hi == lo + 1 else np.mean(u_costs[lo:hi]))
+        if last is not None and step > last[0]:
+            pairs.append((i, step, last[0], abs(logs_l[i] - last_log)))
+        last, last_log = [step, value, number], logs_l[i]
+    allowed_by_ratio = [None] * len(pairs)
+    if ratio_series is not None and pairs:
+        # The update ratios of steps before..step-1 (sorted by step), else of before..step.
+        before = np.array([p[2] for p in pairs])
+        at = np.array([p[1] for p in pairs])
+        lo = np.searchsorted(u_steps, before)
+        hi = np.searchsorted(u_steps, at)
+        hi = np.where(hi == lo, np.searchsorted(u_steps, at, side="right"), hi).tolist()
+        costs = u_costs.tolist()
+        for k, (a, b) in enumerate(zip(lo.tolist(), hi)):
+            if b > a:
+                gap = pairs[k][1] - pairs[k][2]
+                allowed_by_ratio[k] = params["allowance"] * gap * (costs[a] if b == a + 1 else float(np.mean(u_costs[a:b])))
+    for (i, step, before, jump), allowed in zip(pairs, allowed_by_ratio):
+        gap = step - before
         if allowed is None and len(rates) >= params["min_history"]:
             history = np.array(rates)
             centre = np.median(history)
@@ -459,7 +465,6 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
             flags.magnitude[i] = float(np.exp(jump))
         else:
             rates = (rates + [jump / gap])[-params["window"]:]  # a jump is kept out of the history it is judged by
-        last, last_log = [step, value, number], logs[i]
     progress.state = {"last": last, "rates": rates}
     return flags
 
