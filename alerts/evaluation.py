@@ -110,9 +110,10 @@ class Flags:
 class _Listed:
     """A Flags' arrays as Python lists, for the point-by-point persistence loop."""
 
-    def __init__(self, flags):
+    def __init__(self, flags, timed=None):
         self.held, self.magnitude, self.units = flags.held.tolist(), flags.magnitude.tolist(), flags.units.tolist()
         self.clears = None if flags.clears is None else flags.clears.tolist()
+        self.timed = timed  # whether the rule has persistence_seconds (None: ask the evaluator)
 
 
 def _threshold(rule, steps, values, info):
@@ -548,9 +549,10 @@ class _Evaluator:
         return alert
 
     def update_alert(self, alert, updates, step):
+        pk = alert.pk
         if updates:
-            self.alert_updates.setdefault(alert.pk, (alert, {}))[1].update(updates)
-        if alert.pk not in self.extended:
+            self.alert_updates.setdefault(pk, (alert, {}))[1].update(updates)
+        if pk not in self.extended:
             self.pending_changes.append(AlertChange(alert=alert, kind=ChangeKind.EXTENDED, step=step, at=self.now,
                                                     receipt=self.receipt))
             self.extended.add(alert.pk)
@@ -644,10 +646,11 @@ class _Evaluator:
         return held and when - progress.held_since_time >= self.persistence_seconds(rule)
 
     def persistence_seconds(self, rule) -> float:
-        if rule.pk not in self.seconds_needed:
+        pk = rule.pk
+        if pk not in self.seconds_needed:
             params = resolved(rule.kind, rule.params) if rule.kind in (RuleKind.BAND, RuleKind.THRESHOLD) else {}
-            self.seconds_needed[rule.pk] = params.get("persistence_seconds") or 0
-        return self.seconds_needed[rule.pk]
+            self.seconds_needed[pk] = params.get("persistence_seconds") or 0
+        return self.seconds_needed[pk]
 
     def fire_or_extend(self, rule, component, metric, condition, first_step, step, magnitude, unit):
         alert = self.open_alerts.get((rule.pk, component))
@@ -743,7 +746,8 @@ class _Evaluator:
             rank = CAUSAL_RANK.get(series.metric, len(CAUSAL_RANK))
             keys.append(np.stack([steps, np.full(n, rank), np.full(n, j), np.arange(n)], axis=1))
             # Python lists: indexing a numpy array point by point costs more than the rest of the loop.
-            listed[j] = (rule, progress, series, steps.tolist(), times.tolist(), _Listed(flags))
+            listed[j] = (rule, progress, series, steps.tolist(), times.tolist(),
+                         _Listed(flags, self.persistence_seconds(rule) > 0))
         if not keys:
             return
         points = np.concatenate(keys)
@@ -819,7 +823,7 @@ class _Evaluator:
         component = series.component
         step = int(steps[i])
         when = float(times[i])
-        timed = self.persistence_seconds(rule) > 0
+        timed = flags.timed if flags.timed is not None else self.persistence_seconds(rule) > 0
         if flags.held[i]:
             if progress.held_points == 0:
                 # With persistence in time, the stretch began when the last clear point came (a point's
