@@ -9,7 +9,7 @@ alerts.
 import base64
 import logging
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
 
@@ -83,9 +83,11 @@ def series_selected(rule, metric, component, layer) -> bool:
 
 def _phase_allowed(rule, kinds):
     phases = rule.scope.get("phases")
+    # Set look-ups, not np.isin: on an array of strings that sorts them, for every series and rule.
     if phases:
-        return np.isin(kinds, list(phases))
-    return ~np.isin(kinds, list(DEFAULT_SKIPPED_PHASES))
+        wanted = set(phases)
+        return np.fromiter((k in wanted for k in kinds.tolist()), dtype=bool, count=len(kinds))
+    return np.fromiter((k not in DEFAULT_SKIPPED_PHASES for k in kinds.tolist()), dtype=bool, count=len(kinds))
 
 
 class Flags:
@@ -729,12 +731,15 @@ class _Evaluator:
         the job cut its telemetry into batches.
 
         Only (rule, component)s with a held point or an open alert can change an alert: the others' points
-        just count as clear, all at once."""
+        just count as clear, all at once. A series alone in its (rule, component) and held at every point
+        goes through the step-by-step loop only up to the point its alert fires or is extended: after it,
+        its points extend that alert and nothing else (held_throughout)."""
         if not jobs:
             return
         busy = {(rule.pk, series.component) for rule, _, series, _, _, flags in jobs if flags.held.any()}
         busy |= {key for key in ((rule.pk, series.component) for rule, _, series, *_ in jobs) if key in self.open_alerts}
-        keys, listed = [], {}
+        alone = Counter((rule.pk, series.component) for rule, _, series, *_ in jobs)
+        keys, listed, tails = [], {}, []
         for j, (rule, progress, series, steps, times, flags) in enumerate(jobs):
             if (rule.pk, series.component) not in busy:
                 try:
@@ -743,11 +748,21 @@ class _Evaluator:
                     raise RuleFailed(rule) from exc
                 continue
             n = len(steps)
-            rank = CAUSAL_RANK.get(series.metric, len(CAUSAL_RANK))
-            keys.append(np.stack([steps, np.full(n, rank), np.full(n, j), np.arange(n)], axis=1))
             # Python lists: indexing a numpy array point by point costs more than the rest of the loop.
-            listed[j] = (rule, progress, series, steps.tolist(), times.tolist(),
-                         _Listed(flags, self.persistence_seconds(rule) > 0))
+            timed = self.persistence_seconds(rule) > 0
+            listed[j] = (rule, progress, series, steps.tolist(), times.tolist(), _Listed(flags, timed))
+            index = np.arange(n)
+            if alone[(rule.pk, series.component)] == 1 and not timed and flags.held.all():
+                within = np.lexsort((index, steps))  # the series' points in the loop's order
+                try:
+                    k = self.first_persisted(rule, progress, listed[j][3], listed[j][4], within.tolist())
+                except Exception as exc:
+                    raise RuleFailed(rule) from exc
+                if k is not None and k + 1 < n:
+                    index = within[:k + 1]
+                    tails.append((j, within[k + 1:].tolist()))
+            rank = CAUSAL_RANK.get(series.metric, len(CAUSAL_RANK))
+            keys.append(np.stack([steps[index], np.full(len(index), rank), np.full(len(index), j), index], axis=1))
         if not keys:
             return
         points = np.concatenate(keys)
@@ -759,6 +774,53 @@ class _Evaluator:
                 raise
             except Exception as exc:
                 raise RuleFailed(jobs[j][0]) from exc
+        for j, tail in tails:
+            try:
+                self.held_throughout(*listed[j], tail)
+            except NOT_A_RULES_FAULT:
+                raise
+            except Exception as exc:
+                raise RuleFailed(jobs[j][0]) from exc
+
+    @staticmethod
+    def first_persisted(rule, progress, steps, times, order):
+        """Where in `order` a series held at every point first meets its rule's persistence (persist_point
+        without persistence_seconds), or None (persistence in seconds, or not met in this batch)."""
+        need = rule.persistence
+        held, since_step, since_time = progress.held_points, progress.held_since_step, progress.held_since_time
+        for position, i in enumerate(order):
+            step, when = steps[i], times[i]
+            if held == 0:
+                since_step, since_time = step, when
+            held += 1
+            if "points" in need:
+                met = held >= need["points"]
+            elif "steps" in need:
+                met = step - since_step + 1 >= need["steps"]
+            else:
+                return None
+            if met and when - since_time >= 0:
+                return position
+        return None
+
+    def held_throughout(self, rule, progress, series, steps, times, flags, tail):
+        """persist_point over held points, in order, after the series' alert has fired or been extended in this
+        batch: once persisted, every point stays persisted (but for a point timed before its stretch began),
+        so together they extend the alert to their last step and their largest magnitude."""
+        last_step, largest, unit = None, None, None
+        for i in tail:
+            progress.held_points += 1
+            if times[i] - progress.held_since_time < 0:
+                continue
+            magnitude = float(progress.held_points) if rule.kind == RuleKind.NONFINITE else float(flags.magnitude[i])
+            if math.isfinite(magnitude) and (largest is None or magnitude > largest):
+                largest = magnitude
+            last_step = steps[i] if last_step is None else max(last_step, steps[i])
+            unit = flags.units[i]
+        progress.clear_points = 0
+        if last_step is not None:
+            self.fire_or_extend(rule, series.component, series.metric, "", progress.held_since_step, int(last_step),
+                                largest, unit)
 
     def all_clear(self, rule, progress, steps, times, flags):
         """persist_point over a series' points none of which is held, its (rule, component) without an open alert."""
