@@ -139,6 +139,32 @@ def _level_and_spread(windows: np.ndarray):
     return second + slope * (w - second_at), sigma
 
 
+def _prefix_level_and_spread(values: np.ndarray, lengths: np.ndarray):
+    """_level_and_spread of the rows values[:L] for each L in `lengths`, all at once (rows of unequal length:
+    NaN-padded, sorted, medians taken at each row's own middle; the same numbers as row by row)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    w = lengths[:, None]
+    h = w // 2
+    cols = np.arange(int(lengths.max()))[None, :]
+    last = len(values) - 1
+
+    def medians(rows, counts):
+        rows = np.sort(rows, axis=1)  # NaN (padding) sorts last
+        lo = np.take_along_axis(rows, (counts - 1) // 2, axis=1)[:, 0]
+        hi = np.take_along_axis(rows, counts // 2, axis=1)[:, 0]
+        return (lo + hi) / 2  # np.median: the mean of the middle two (of one twice: itself)
+
+    first = medians(np.where(cols < h, values[np.minimum(cols, last)], np.nan), h)
+    second = medians(np.where(cols < h, values[np.minimum(w - h + cols, last)], np.nan), h)
+    w, h = w[:, 0], h[:, 0]
+    slope = (second - first) / (w - h)
+    second_at = w - h + (h - 1) / 2
+    trend = second[:, None] + slope[:, None] * (cols - second_at[:, None])
+    residual = np.where(cols < w[:, None], np.abs(values[np.minimum(cols, last)] - trend), np.nan)
+    sigma = 1.4826 * medians(residual, w[:, None])
+    return second + slope * (w - second_at), sigma
+
+
 def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) -> Band:
     """The band for values[i], from values[i-window:i], at each i in positions.
 
@@ -155,9 +181,9 @@ def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) ->
     if full.any():
         windows = sliding_window_view(values, params.window)[positions[full] - params.window]
         centre[full], sigma[full] = _level_and_spread(windows)
-    for j in np.flatnonzero(~full & (positions >= params.min_history)):
-        c, s = _level_and_spread(values[None, : positions[j]])
-        centre[j], sigma[j] = c[0], s[0]
+    short = ~full & (positions >= params.min_history)
+    if short.any():
+        centre[short], sigma[short] = _prefix_level_and_spread(values, positions[short])
     return _finish(centre, sigma, params)
 
 
@@ -242,8 +268,10 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
     measured against the level before it instead of being absorbed; a level
     held longer than that becomes the new baseline. Exactly the point-by-point
     semantics, computed `lookahead` points at a time: bands are computed for a
-    block as if nothing in it were held out, and only after a held point is the
-    rest of the block computed again.
+    block as if every point in it were kept, and the rest of the block is
+    computed again only after a point that was held out. During an excursion
+    (the last point held out, every new step after the history's) the band is
+    the same for every point until one is kept, so it is computed once.
 
     `judge(index, steps, values, band)` -> (held, magnitude, band) for the given
     new points (`index` into the arrays passed here); it may widen the band
@@ -259,26 +287,42 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
     out = {f: np.full(n, np.nan) for f in ("centre", "lower", "upper", "sigma")}
     kept_steps, kept_values = np.asarray(kept_steps, dtype=np.int64), np.asarray(kept_values, dtype=float)
     run = held_before
+    held_out = False  # the last point judged was held and kept out of the history
     i = 0
     while i < n:
         block = order[i:i + lookahead]
-        merged_steps = np.concatenate([kept_steps, steps[block]])
-        merged_order = np.argsort(merged_steps, kind="stable")
-        merged_steps = merged_steps[merged_order]
-        merged_values = np.concatenate([kept_values, values[block]])[merged_order]
-        band = band_at(merged_values, np.searchsorted(merged_steps, steps[block], side="left"), params)
+        after_history = not len(kept_steps) or steps[block[0]] > kept_steps[-1]
+        constant = held_out and after_history
+        if constant:
+            # Every point of the block has the kept history before it and nothing else, while they are held out.
+            one = band_at(kept_values, [len(kept_values)], params)
+            band = Band(*(np.repeat(getattr(one, f), len(block)) for f in ("centre", "lower", "upper", "sigma")), one.log)
+        else:
+            merged_steps = np.concatenate([kept_steps, steps[block]])
+            merged_order = np.argsort(merged_steps, kind="stable")
+            merged_steps = merged_steps[merged_order]
+            merged_values = np.concatenate([kept_values, values[block]])[merged_order]
+            band = band_at(merged_values, np.searchsorted(merged_steps, steps[block], side="left"), params)
         block_held, block_magnitude, band = judge(block, steps[block], values[block], band)
-        upto = int(np.argmax(block_held)) + 1 if block_held.any() else len(block)
+        # The block's bands hold up to the first point whose keeping differs from what they assumed (among
+        # older steps, up to the first held one: the history is cut to `keep` points after each).
+        accepted = np.ones(len(block), dtype=bool)
+        upto = len(block)
+        if constant or block_held.any():
+            for k, h in enumerate(block_held.tolist()):
+                run = run + 1 if h else 0
+                accepted[k] = not h or run > adapt_after
+                if accepted[k] == constant or (h and not after_history):
+                    upto = k + 1
+                    break
+        else:
+            run = 0
+        held_out = not accepted[upto - 1]
+        accepted = accepted[:upto]
         final = block[:upto]
         held[final], magnitude[final] = block_held[:upto], block_magnitude[:upto]
         for f in out:
             out[f][final] = getattr(band, f)[:upto]
-        accepted = np.ones(upto, dtype=bool)
-        if block_held.any():
-            run = 1 if upto > 1 else run + 1  # the points before the held one were clear
-            accepted[-1] = run > adapt_after
-        else:
-            run = 0
         add_steps, add_values = steps[final][accepted], values[final][accepted]
         merged = np.concatenate([kept_steps, add_steps])
         merged_order = np.argsort(merged, kind="stable")

@@ -23,15 +23,28 @@ def record_change(alert, kind, *, step=None, at=None, by=None, receipt=None, not
     change = AlertChange.objects.create(
         alert=alert, kind=kind, step=step, at=at or timezone.now(), by=by, receipt=receipt, note=note, **fields
     )
+    _announce(change, fields)
+    return change
+
+
+def record_changes(changes):
+    """Unsaved AlertChange rows (their `alert` loaded, no extra fields) written in one INSERT, each then
+    announced as record_change announces one."""
+    AlertChange.objects.bulk_create(changes)
+    for change in changes:
+        _announce(change, {})
+
+
+def _announce(change, fields):
+    alert, by = change.alert, change.by
     publish(alert.run, "alert", lambda: {
-        "change": str(kind),
-        "step": step,
+        "change": str(change.kind),
+        "step": change.step,
         "at": change.at,
         "by": by.get_username() if by is not None else None,
-        "note": note,
+        "note": change.note,
         **fields,
         "alert": alert_as_dict(alert),  # at commit: as this transaction left it
     })
     # Its incident's state follows a person's or a sweep's change (evaluation's: once per batch, alerts/incidents.py).
-    incidents.alert_changed(alert, kind, receipt=receipt, by=by, now=change.at)
-    return change
+    incidents.alert_changed(alert, change.kind, receipt=change.receipt, by=by, now=change.at)

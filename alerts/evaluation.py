@@ -8,25 +8,27 @@ alerts.
 """
 import base64
 import logging
+import math
+from collections import Counter, defaultdict
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
 
 import numpy as np
-from django.db import InterfaceError, InternalError, OperationalError, transaction
+from django.db import InterfaceError, InternalError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from alerts import faults
 from alerts.bands import Band, BandParams, envelope, judged_band, reference_band, to_log
-from alerts.changes import record_change
+from alerts.changes import record_change, record_changes
 from alerts.governance import judging_errors
 from alerts.params import InvalidParams, resolved
 from alerts.silence import SILENT
 from alerts.triage import apply_mutes
-from alerts.models import Alert, AlertState, BandSample, ChangeKind, Rule, RuleKind, RuleProgress
+from alerts.models import Alert, AlertChange, AlertState, BandSample, ChangeKind, Rule, RuleKind, RuleProgress
 from ingest.models import ROLLUP_WIDTH, Attempt, Block, Event, EventSource, Run, Series
 from ingest.phases import PhaseIndex
-from ingest.storage import db_float, read_points, unpack
+from ingest.storage import db_float, read_points, read_points_of_many, unpack
 
 # Threshold and band rules stay quiet in these phases unless their scope names phases itself.
 DEFAULT_SKIPPED_PHASES = {"warmup", "eval", "checkpoint", "restart", "data_refresh"}
@@ -81,9 +83,11 @@ def series_selected(rule, metric, component, layer) -> bool:
 
 def _phase_allowed(rule, kinds):
     phases = rule.scope.get("phases")
+    # Set look-ups, not np.isin: on an array of strings that sorts them, for every series and rule.
     if phases:
-        return np.isin(kinds, list(phases))
-    return ~np.isin(kinds, list(DEFAULT_SKIPPED_PHASES))
+        wanted = set(phases)
+        return np.fromiter((k in wanted for k in kinds.tolist()), dtype=bool, count=len(kinds))
+    return np.fromiter((k not in DEFAULT_SKIPPED_PHASES for k in kinds.tolist()), dtype=bool, count=len(kinds))
 
 
 class Flags:
@@ -103,6 +107,15 @@ class Flags:
     @unit.setter
     def unit(self, value):
         self.units[:] = value
+
+
+class _Listed:
+    """A Flags' arrays as Python lists, for the point-by-point persistence loop."""
+
+    def __init__(self, flags, timed=None):
+        self.held, self.magnitude, self.units = flags.held.tolist(), flags.magnitude.tolist(), flags.units.tolist()
+        self.clears = None if flags.clears is None else flags.clears.tolist()
+        self.timed = timed  # whether the rule has persistence_seconds (None: ask the evaluator)
 
 
 def _threshold(rule, steps, values, info):
@@ -381,7 +394,7 @@ def _divergence(rule, progress, run, steps, values):
 MAX_UPDATE_RATIO = 0.99
 
 
-def _weight_jump(rule, progress, series, steps, values, attempt):
+def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None):
     """A component's own weights moved by more than its optimizer could have moved them.
 
     Between two consecutive samples of its weight norm (w at step p, w′ at step
@@ -408,29 +421,44 @@ def _weight_jump(rule, progress, series, steps, values, attempt):
         ok = np.flatnonzero(np.isfinite(prev_values))
         last = [int(prev_steps[ok[-1]]), float(prev_values[ok[-1]]), number] if len(ok) else None
     rates = list(state.get("rates", []))
-    ratio_series = Series.objects.filter(run_id=series.run_id, metric="update_ratio", component=series.component).first()
+    if evaluator is None:
+        ratio_series = Series.objects.filter(run_id=series.run_id, metric="update_ratio", component=series.component).first()
+        read = read_points
+    else:
+        ratio_series, read = evaluator.series_named("update_ratio", series.component), evaluator.read_points
     if ratio_series is not None:
         lo = first if last is None else last[0]
-        u_steps, u_values, _ = read_points(ratio_series, lo, int(steps.max()))
+        u_steps, u_values, _ = read(ratio_series, lo, int(steps.max()))
         ok = np.isfinite(u_values) & (u_values >= 0)
         u_steps, u_values = u_steps[ok], np.minimum(u_values[ok], MAX_UPDATE_RATIO)
+        u_costs = -np.log1p(-u_values)  # what each step's update can do to the log norm, at most
     floor = np.log(params["min_ratio"])
+    # Each finite sample after the one before it (in step order): (index, step, step before, |Δ log norm|).
+    steps_l, values_l, logs_l = steps.tolist(), values.tolist(), to_log(values).tolist()
+    last_log = None if last is None else float(to_log(np.array([last[1]]))[0])
+    pairs = []
     for i in order.tolist():
-        step, value = int(steps[i]), float(values[i])
-        if not np.isfinite(value):
+        step, value = steps_l[i], values_l[i]
+        if not math.isfinite(value):
             continue  # non-finite weights are the nonfinite rules' to judge
-        if last is None or step <= last[0]:
-            last = [step, value, number]
-            continue
-        gap = step - last[0]
-        jump = abs(float(to_log(np.array([value]))[0] - to_log(np.array([last[1]]))[0]))
-        allowed = None
-        if ratio_series is not None:
-            between = (u_steps >= last[0]) & (u_steps < step)
-            if not between.any():
-                between = (u_steps >= last[0]) & (u_steps <= step)
-            if between.any():
-                allowed = params["allowance"] * gap * float(np.mean(-np.log1p(-u_values[between])))
+        if last is not None and step > last[0]:
+            pairs.append((i, step, last[0], abs(logs_l[i] - last_log)))
+        last, last_log = [step, value, number], logs_l[i]
+    allowed_by_ratio = [None] * len(pairs)
+    if ratio_series is not None and pairs:
+        # The update ratios of steps before..step-1 (sorted by step), else of before..step.
+        before = np.array([p[2] for p in pairs])
+        at = np.array([p[1] for p in pairs])
+        lo = np.searchsorted(u_steps, before)
+        hi = np.searchsorted(u_steps, at)
+        hi = np.where(hi == lo, np.searchsorted(u_steps, at, side="right"), hi).tolist()
+        costs = u_costs.tolist()
+        for k, (a, b) in enumerate(zip(lo.tolist(), hi)):
+            if b > a:
+                gap = pairs[k][1] - pairs[k][2]
+                allowed_by_ratio[k] = params["allowance"] * gap * (costs[a] if b == a + 1 else float(np.mean(u_costs[a:b])))
+    for (i, step, before, jump), allowed in zip(pairs, allowed_by_ratio):
+        gap = step - before
         if allowed is None and len(rates) >= params["min_history"]:
             history = np.array(rates)
             centre = np.median(history)
@@ -440,9 +468,41 @@ def _weight_jump(rule, progress, series, steps, values, attempt):
             flags.magnitude[i] = float(np.exp(jump))
         else:
             rates = (rates + [jump / gap])[-params["window"]:]  # a jump is kept out of the history it is judged by
-        last = [step, value, number]
     progress.state = {"last": last, "rates": rates}
     return flags
+
+
+def update_rows(model, rows):
+    """Write `rows` ([(pk, {field name: value})]): one UPDATE for each set of fields on PostgreSQL
+    (Django's bulk_update builds a CASE per field and row, slower to build than the batch is to judge)."""
+    groups = defaultdict(list)
+    for pk, values in rows:
+        if values:
+            groups[tuple(sorted(values))].append((pk, values))
+    qn = connection.ops.quote_name
+    for names, members in groups.items():
+        if connection.vendor != "postgresql" or len(members) == 1:
+            for pk, values in members:
+                model.objects.filter(pk=pk).update(**values)
+            continue
+        fields = [model._meta.get_field(name) for name in names]
+        pk_field = model._meta.pk
+        row = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in [pk_field, *fields]) + ")"
+        columns = ", ".join(qn(f.column) for f in [pk_field, *fields])
+        sets = ", ".join(f"{qn(f.column)} = v.{qn(f.column)}" for f in fields)
+        with connection.cursor() as cursor:
+            for start in range(0, len(members), 500):
+                chunk = members[start:start + 500]
+                params = []
+                for pk, values in chunk:
+                    params.append(pk)
+                    params += [f.get_db_prep_save(values[f.name], connection) for f in fields]
+                cursor.execute(
+                    f"UPDATE {qn(model._meta.db_table)} AS t SET {sets} FROM (VALUES {', '.join([row] * len(chunk))}) "
+                    f"AS v({columns}) WHERE t.{qn(pk_field.column)} = v.{qn(pk_field.column)}", params)
+
+
+PROGRESS_FIELDS = ("held_points", "held_since_step", "held_since_time", "clear_points", "state")
 
 
 class _Evaluator:
@@ -457,6 +517,8 @@ class _Evaluator:
         self.judged = set()  # rules that judged some of this batch (to see one recover)
         self.phases = PhaseIndex(run)
         self.extended = set()  # alerts already given an "extended" row for this batch
+        self.alert_updates = {}  # alert pk: (alert, {field: value}), written once per alert per batch (flush_alerts)
+        self.pending_changes = []  # "extended" rows not written yet: one INSERT for them all (flush_changes)
         self.progress_rows = self.stored_progress(rules)
         self.open_alerts = self.stored_open_alerts(rules)
         self.reference_runs = list(
@@ -466,6 +528,8 @@ class _Evaluator:
         self.band_judges = {}
         self.seconds_needed = {}  # rule pk: its persistence_seconds
         self.attempt_starts = {}
+        self.run_series = None  # series_named
+        self.metric_points = {}  # read_points
         self.touched = set()  # progress rows this batch changed: only these are written back
         self.band_samples = {}
 
@@ -480,20 +544,36 @@ class _Evaluator:
         return {(a.rule_id, a.component): a for a in alerts.select_related("rule", "run")}
 
     def create_alert(self, **fields):
+        self.flush_changes()  # rows are written in the order the changes happened
         alert = Alert.objects.create(**fields)
         record_change(alert, ChangeKind.FIRED, step=fields["fired_step"], at=self.now, receipt=self.receipt)
         apply_mutes(alert, self.now)  # under an active mute it is created muted, with its own row
         return alert
 
     def update_alert(self, alert, updates, step):
+        pk = alert.pk
         if updates:
-            Alert.objects.filter(pk=alert.pk).update(**updates)
-        if alert.pk not in self.extended:
-            record_change(alert, ChangeKind.EXTENDED, step=step, at=self.now, receipt=self.receipt)
+            self.alert_updates.setdefault(pk, (alert, {}))[1].update(updates)
+        if pk not in self.extended:
+            self.pending_changes.append(AlertChange(alert=alert, kind=ChangeKind.EXTENDED, step=step, at=self.now,
+                                                    receipt=self.receipt))
             self.extended.add(alert.pk)
 
+    def flush_changes(self):
+        if self.pending_changes:
+            record_changes(self.pending_changes)
+            self.pending_changes = []
+
+    def flush_alerts(self):
+        """The batch's extensions, one write per alert (the in-memory alert has been kept up to date)."""
+        self.flush_changes()
+        update_rows(Alert, [(pk, updates) for pk, (_, updates) in self.alert_updates.items()])
+        self.alert_updates = {}
+
     def close_alert(self, alert, step):
-        Alert.objects.filter(pk=alert.pk).update(state=AlertState.RESOLVED, resolved_at=self.now)
+        self.flush_changes()
+        _, pending = self.alert_updates.pop(alert.pk, (None, {}))
+        Alert.objects.filter(pk=alert.pk).update(**pending, state=AlertState.RESOLVED, resolved_at=self.now)
         alert.state, alert.resolved_at = AlertState.RESOLVED, self.now
         record_change(alert, ChangeKind.RESOLVED, step=step, at=self.now, receipt=self.receipt)
 
@@ -506,12 +586,9 @@ class _Evaluator:
 
     def save_progress(self):
         touched = [self.progress_rows[key] for key in self.touched]
-        new = [p for p in touched if p.pk is None]
-        old = [p for p in touched if p.pk is not None]
-        RuleProgress.objects.bulk_create(new)
-        RuleProgress.objects.bulk_update(
-            old, ["held_points", "held_since_step", "held_since_time", "clear_points", "state"], batch_size=500
-        )
+        old = [(p.pk, {f: getattr(p, f) for f in PROGRESS_FIELDS}) for p in touched if p.pk is not None]
+        RuleProgress.objects.bulk_create([p for p in touched if p.pk is None])
+        update_rows(RuleProgress, old)
 
     def reference_points(self, series, lo, hi, margin):
         if not self.reference_runs:
@@ -571,10 +648,11 @@ class _Evaluator:
         return held and when - progress.held_since_time >= self.persistence_seconds(rule)
 
     def persistence_seconds(self, rule) -> float:
-        if rule.pk not in self.seconds_needed:
+        pk = rule.pk
+        if pk not in self.seconds_needed:
             params = resolved(rule.kind, rule.params) if rule.kind in (RuleKind.BAND, RuleKind.THRESHOLD) else {}
-            self.seconds_needed[rule.pk] = params.get("persistence_seconds") or 0
-        return self.seconds_needed[rule.pk]
+            self.seconds_needed[pk] = params.get("persistence_seconds") or 0
+        return self.seconds_needed[pk]
 
     def fire_or_extend(self, rule, component, metric, condition, first_step, step, magnitude, unit):
         alert = self.open_alerts.get((rule.pk, component))
@@ -650,23 +728,134 @@ class _Evaluator:
     def persist_in_step_order(self, jobs):
         """Persistence and alerts over every judged point of the batch, step by step (causes first within a
         step), not series by series: which alert fires first, and where each begins, must not depend on how
-        the job cut its telemetry into batches."""
+        the job cut its telemetry into batches.
+
+        Only (rule, component)s with a held point or an open alert can change an alert: the others' points
+        just count as clear, all at once. A series alone in its (rule, component) and held at every point
+        goes through the step-by-step loop only up to the point its alert fires or is extended: after it,
+        its points extend that alert and nothing else (held_throughout)."""
         if not jobs:
             return
-        keys = []
-        for j, (_, _, series, steps, _, _) in enumerate(jobs):
+        busy = {(rule.pk, series.component) for rule, _, series, _, _, flags in jobs if flags.held.any()}
+        busy |= {key for key in ((rule.pk, series.component) for rule, _, series, *_ in jobs) if key in self.open_alerts}
+        alone = Counter((rule.pk, series.component) for rule, _, series, *_ in jobs)
+        keys, listed, tails = [], {}, []
+        for j, (rule, progress, series, steps, times, flags) in enumerate(jobs):
+            if (rule.pk, series.component) not in busy:
+                try:
+                    self.all_clear(rule, progress, steps, times, flags)
+                except Exception as exc:
+                    raise RuleFailed(rule) from exc
+                continue
             n = len(steps)
+            # Python lists: indexing a numpy array point by point costs more than the rest of the loop.
+            timed = self.persistence_seconds(rule) > 0
+            listed[j] = (rule, progress, series, steps.tolist(), times.tolist(), _Listed(flags, timed))
+            index = np.arange(n)
+            if alone[(rule.pk, series.component)] == 1 and not timed and flags.held.all():
+                within = np.lexsort((index, steps))  # the series' points in the loop's order
+                try:
+                    k = self.first_persisted(rule, progress, listed[j][3], listed[j][4], within.tolist())
+                except Exception as exc:
+                    raise RuleFailed(rule) from exc
+                if k is not None and k + 1 < n:
+                    index = within[:k + 1]
+                    tails.append((j, within[k + 1:].tolist()))
             rank = CAUSAL_RANK.get(series.metric, len(CAUSAL_RANK))
-            keys.append(np.stack([steps, np.full(n, rank), np.full(n, j), np.arange(n)], axis=1))
+            keys.append(np.stack([steps[index], np.full(len(index), rank), np.full(len(index), j), index], axis=1))
+        if not keys:
+            return
         points = np.concatenate(keys)
         order = np.lexsort((points[:, 3], points[:, 2], points[:, 1], points[:, 0]))
         for _, _, j, i in points[order].tolist():
             try:  # inline, not _blamed(): this runs once per point and rule
-                self.persist_point(*jobs[j], i)
+                self.persist_point(*listed[j], i)
             except NOT_A_RULES_FAULT:
                 raise
             except Exception as exc:
                 raise RuleFailed(jobs[j][0]) from exc
+        for j, tail in tails:
+            try:
+                self.held_throughout(*listed[j], tail)
+            except NOT_A_RULES_FAULT:
+                raise
+            except Exception as exc:
+                raise RuleFailed(jobs[j][0]) from exc
+
+    @staticmethod
+    def first_persisted(rule, progress, steps, times, order):
+        """Where in `order` a series held at every point first meets its rule's persistence (persist_point
+        without persistence_seconds), or None (persistence in seconds, or not met in this batch)."""
+        need = rule.persistence
+        held, since_step, since_time = progress.held_points, progress.held_since_step, progress.held_since_time
+        for position, i in enumerate(order):
+            step, when = steps[i], times[i]
+            if held == 0:
+                since_step, since_time = step, when
+            held += 1
+            if "points" in need:
+                met = held >= need["points"]
+            elif "steps" in need:
+                met = step - since_step + 1 >= need["steps"]
+            else:
+                return None
+            if met and when - since_time >= 0:
+                return position
+        return None
+
+    def held_throughout(self, rule, progress, series, steps, times, flags, tail):
+        """persist_point over held points, in order, after the series' alert has fired or been extended in this
+        batch: once persisted, every point stays persisted (but for a point timed before its stretch began),
+        so together they extend the alert to their last step and their largest magnitude."""
+        last_step, largest, unit = None, None, None
+        for i in tail:
+            progress.held_points += 1
+            if times[i] - progress.held_since_time < 0:
+                continue
+            magnitude = float(progress.held_points) if rule.kind == RuleKind.NONFINITE else float(flags.magnitude[i])
+            if math.isfinite(magnitude) and (largest is None or magnitude > largest):
+                largest = magnitude
+            last_step = steps[i] if last_step is None else max(last_step, steps[i])
+            unit = flags.units[i]
+        progress.clear_points = 0
+        if last_step is not None:
+            self.fire_or_extend(rule, series.component, series.metric, "", progress.held_since_step, int(last_step),
+                                largest, unit)
+
+    def all_clear(self, rule, progress, steps, times, flags):
+        """persist_point over a series' points none of which is held, its (rule, component) without an open alert."""
+        progress.held_points = 0
+        if self.persistence_seconds(rule) > 0:
+            last = int(np.flatnonzero(steps == steps.max())[-1])  # the last point in step order
+            progress.held_since_time = float(times[last])
+        progress.clear_points += len(steps) if flags.clears is None else int(np.count_nonzero(flags.clears))
+
+    def series_named(self, metric, component):
+        """The run's series (one query for all of them, the first time one is asked for)."""
+        if self.run_series is None:
+            self.run_series = {(s.metric, s.component): s for s in Series.objects.filter(run=self.run)}
+        return self.run_series.get((metric, component))
+
+    def read_points(self, series, lo, hi):
+        """read_points(series, lo, hi), served from one read of every series of the run with the same metric
+        (the first one asked for sets the span; what falls outside it is read on its own)."""
+        key = (getattr(self.receipt, "pk", None), series.metric)
+        if key not in self.metric_points:
+            same = [s for s in self.run_series_list() if s.metric == series.metric]
+            # The batch's span and the step before it: what each series' judging of this batch asks for.
+            if getattr(self.receipt, "min_step", None) is not None:
+                lo, hi = min(lo, self.receipt.min_step - 1), max(hi, self.receipt.max_step)
+            self.metric_points = {key: (lo, hi, read_points_of_many(same, lo, hi))}  # the latest batch's only
+        start, end, points = self.metric_points[key]
+        if lo < start or hi > end or series.pk not in points:
+            return read_points(series, lo, hi)
+        steps, values, attempts = points[series.pk]
+        keep = (steps >= lo) & (steps <= hi)
+        return steps[keep], values[keep], attempts[keep]
+
+    def run_series_list(self):
+        self.series_named("", "")
+        return list(self.run_series.values())
 
     def attempt(self, number):
         if number not in self.attempt_starts:
@@ -689,33 +878,34 @@ class _Evaluator:
         if rule.kind == RuleKind.ABSENCE:  # its params were validated with the rule's (evaluate_rules)
             return _absence(rule, progress, series, steps, times, self.attempt(attempt))
         if rule.kind == RuleKind.WEIGHT_JUMP:
-            return _weight_jump(rule, progress, series, steps, values, self.attempt(attempt))
+            return _weight_jump(rule, progress, series, steps, values, self.attempt(attempt), self)
         return _divergence(rule, progress, self.run, steps, values)
 
     def persist_point(self, rule, progress, series, steps, times, flags, i):
         component = series.component
         step = int(steps[i])
-        timed = self.persistence_seconds(rule) > 0
+        when = float(times[i])
+        timed = flags.timed if flags.timed is not None else self.persistence_seconds(rule) > 0
         if flags.held[i]:
             if progress.held_points == 0:
                 # With persistence in time, the stretch began when the last clear point came (a point's
                 # time is the end of its step): ten held steps of 3 ms are 30 ms, not 27.
                 since = progress.held_since_time if timed and progress.held_since_time is not None else None
                 progress.held_since_step = step
-                progress.held_since_time = since if since is not None and since <= times[i] else float(times[i])
+                progress.held_since_time = since if since is not None and since <= when else when
             progress.held_points += 1
             progress.clear_points = 0
-            if self.persisted(rule, progress, step, float(times[i])):
-                magnitude = flags.magnitude[i]
+            if self.persisted(rule, progress, step, when):
+                magnitude = float(flags.magnitude[i])
                 if rule.kind == RuleKind.NONFINITE:
                     magnitude = float(progress.held_points)
-                magnitude = float(magnitude) if np.isfinite(magnitude) else None
+                magnitude = magnitude if math.isfinite(magnitude) else None
                 self.fire_or_extend(rule, component, series.metric, "", progress.held_since_step, step, magnitude, flags.units[i])
         else:
             if progress.held_points:
                 progress.held_points = 0
             if timed:
-                progress.held_since_time = float(times[i])  # where a held stretch after it begins
+                progress.held_since_time = when  # where a held stretch after it begins
             if flags.clears is not None and not flags.clears[i]:
                 return
             progress.clear_points += 1
@@ -845,6 +1035,7 @@ def _judge(receipt, run, rules, invalid, evaluator=None):
         with _blamed(rule):  # one rule at a time, so one that raises is the one taken out
             evaluator.events([rule])
         evaluator.judged.add(rule.pk)
+    evaluator.flush_alerts()
     return evaluator
 
 
