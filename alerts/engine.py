@@ -16,15 +16,19 @@ from opsconsole.live import publish_points, publish_status
 
 def evaluate(receipt):
     now = timezone.now()
-    updates = {"evaluated_at": now}
-    if receipt.max_step is not None:
-        updates["last_step"] = Greatest(Coalesce(F("last_step"), Value(-1)), Value(receipt.max_step))
-    Run.objects.filter(pk=receipt.run_id).update(**updates)
     run = Run.objects.get(pk=receipt.run_id)
+    if receipt.max_step is not None:
+        run.last_step = max(run.last_step if run.last_step is not None else -1, receipt.max_step)
     # Live: the batch's points first (sent when this evaluation commits), then its alerts and the run's status.
     touched = Block.objects.filter(receipt=receipt).values_list("series__metric", "series__component")
     publish_points(run, receipt, touched.order_by("series__metric", "series__component").distinct())
     alerting = evaluate_rules(receipt, run)
+    # The run's row is written only now, after the rules: an update holds the row's lock until evaluation
+    # commits, and the run's next ingest (which saves the row) would wait out the whole evaluation behind it.
+    updates = {"evaluated_at": now}
+    if receipt.max_step is not None:
+        updates["last_step"] = Greatest(Coalesce(F("last_step"), Value(-1)), Value(receipt.max_step))
+    Run.objects.filter(pk=run.pk).update(**updates)
     budget_steps = (run.budget or {}).get("steps")
     if alerting:
         status = RunStatus.ALERTING

@@ -49,7 +49,7 @@ def review_for_fired_alert(sender, alert, now, **kwargs):
 
 def reviews_due_after_batch(sender, run, receipt, now, **kwargs):
     """alerts.signals.batch_evaluated: reviews due at the run's newest step (a schedule's or a decision's)."""
-    step = run.last_step  # alerts/engine.py reads the run after setting it
+    step = run.last_step  # alerts/engine.py sets it on the run it passes (the row is written after the rules)
     if step is None:
         return
     schedule = schedule_of(run)
