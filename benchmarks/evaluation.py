@@ -25,7 +25,7 @@ What it does:
      (frozen-component), weight_norm and act_norm NaN (nonfinite-gradients), step_time ×4 and
      tokens_per_s ÷4 (slow-steps, throughput-drop): alerts open and extending in every batch from then on;
 3. times this one process evaluating each run's batches in receipt order with the worker's task body
-   (alerts.tasks._evaluate_batch: claim, judge, mark evaluated, one transaction per batch): points/s over the
+   (alerts.tasks._evaluate_oldest: lock the run, judge its oldest batch, mark it evaluated, one transaction): points/s over the
    run, and the per-batch time (p50, max);
 4. the embedded default, end to end: one `uvicorn opsconsole.asgi:application` (1 worker, DEBUG off, no
    REDIS_URL, so evaluation runs eagerly in the web process) on the same database, one client posting the
@@ -167,19 +167,20 @@ def store(project, bodies):
 
 
 def evaluate_run(run_id, profile=False):
-    """Each stored batch of the run through the worker's task body, in receipt order: (seconds, per-batch times)."""
-    from alerts.tasks import _evaluate_batch
+    """Each stored batch of the run as the worker judges it (its run's oldest unevaluated batch, under the run's
+    evaluation lock, in one transaction), timed one by one in receipt order: (seconds, CPU seconds, per-batch times)."""
+    from alerts.tasks import _evaluate_oldest
     from ingest.models import BatchReceipt
 
-    receipts = list(BatchReceipt.objects.filter(run__run_id=run_id).order_by("id").values_list("pk", flat=True))
+    receipts = list(BatchReceipt.objects.filter(run__run_id=run_id).order_by("id").values_list("pk", "run_id"))
     profiler = cProfile.Profile() if profile else None
     per_batch = []
     start, cpu = time.perf_counter(), time.process_time()
-    for pk in receipts:
+    for pk, run_pk in receipts:
         t = time.perf_counter()
         if profiler:
             profiler.enable()
-        done = _evaluate_batch(pk)
+        done = _evaluate_oldest(run_pk) == pk
         if profiler:
             profiler.disable()
         per_batch.append(time.perf_counter() - t)
