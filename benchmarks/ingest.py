@@ -207,6 +207,26 @@ class RunData:
         batch["points"] = self.batch_points(b)
         return orjson.dumps(batch)
 
+    def point_batches(self, points_per_batch: int, run_id: str = RUN_ID) -> tuple[list[bytes], list[int]]:
+        """The run as one stream of points in the order a job logs them (step by step, every series of a step),
+        cut every `points_per_batch` points whatever the step: JSON bodies and their point counts."""
+        stream = [p for b in range(self.n_batches) for p in self.batch_points(b)]
+        plan = self.phase_plan()
+        bodies, counts = [], []
+        for b, lo in enumerate(range(0, len(stream), points_per_batch)):
+            points = stream[lo:lo + points_per_batch]
+            batch = {"batch_id": f"{run_id}:p{b:06d}", "run": {"id": run_id}}
+            if b == 0:
+                batch["run"] = {"id": run_id, "name": "Llama 7B fine-tune (benchmark)", "budget": {"steps": self.n_steps}}
+            first = points[0]["step"] if lo == 0 or stream[lo - 1]["step"] != points[0]["step"] else points[0]["step"] + 1
+            phases = [{"step": st, "phase": ph} for st, ph in plan if first <= st <= points[-1]["step"]]
+            if phases:
+                batch["phases"] = phases
+            batch["points"] = points
+            bodies.append(orjson.dumps(batch))
+            counts.append(len(points))
+        return bodies, counts
+
     def phase_plan(self):
         warm = min(2000, max(1, self.n_steps // 10))
         return [(0, "warmup"), (warm, "steady"), (int(self.n_steps * 0.75), "lr_decay")]
@@ -582,6 +602,8 @@ def run_config(args, data: RunData, bodies, npoints, clients: int, logdir: Path)
 # --------------------------------------------------------------------------------------
 
 def copy_floor(args, data: RunData, rows_wanted: int, batch_rows=1000):
+    """The same points, one row each (run, step, metric, component, value, time), COPYed by psycopg into a
+    bare table with one index in `batch_rows`-row transactions: what PostgreSQL itself costs per point."""
     name = f"{args.db}_copy"
     url = db_url(args.admin_url, name)
     print(f"\n== COPY floor: database {name}, {rows_wanted:,} rows in {batch_rows:,}-row transactions ==", flush=True)
@@ -589,21 +611,23 @@ def copy_floor(args, data: RunData, rows_wanted: int, batch_rows=1000):
     # Rows in the order a job produces them (step by step, every series), values as Python floats.
     steps_needed = math.ceil(rows_wanted / data.n_series)
     vals = data.values[:, :steps_needed].T.tolist()  # [step][series]
+    times = data.times[:steps_needed].tolist()
     keys = data.keys
     rows = []
     for step in range(steps_needed):
         row_vals = vals[step]
         for j, (metric, comp) in enumerate(keys):
-            rows.append((1, step, metric, comp, row_vals[j]))
+            rows.append((1, step, metric, comp, row_vals[j], times[step]))
     rows = rows[:rows_wanted]
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE copy_points (run_id int, step bigint, metric text, component text, value double precision)")
+        conn.execute("CREATE TABLE copy_points (run_id int, step bigint, metric text, component text, value double precision, "
+                     "time double precision)")
         conn.execute("CREATE INDEX copy_points_key ON copy_points (run_id, metric, step)")
         start = time.perf_counter()
         with conn.cursor() as cur:
             for i in range(0, len(rows), batch_rows):
                 with conn.transaction():
-                    with cur.copy("COPY copy_points (run_id, step, metric, component, value) FROM STDIN") as copy:
+                    with cur.copy("COPY copy_points (run_id, step, metric, component, value, time) FROM STDIN") as copy:
                         for r in rows[i:i + batch_rows]:
                             copy.write_row(r)
         elapsed = time.perf_counter() - start
@@ -612,6 +636,78 @@ def copy_floor(args, data: RunData, rows_wanted: int, batch_rows=1000):
     rate = count / elapsed
     print(f"  {count:,} rows in {elapsed:.1f}s: {rate:,.0f} rows/s; table + index {size:,} bytes = {size / count:.1f} bytes/row")
     return {"rows": count, "seconds": elapsed, "rate": rate, "bytes_per_row": size / count}
+
+
+# --------------------------------------------------------------------------------------
+# Ingest against the COPY floor: one web process, evaluation deferred
+# --------------------------------------------------------------------------------------
+
+FLOOR_TARGET = 0.40
+
+
+def ingest_deferred(args, data: RunData, bodies, npoints, logdir: Path):
+    """One uvicorn worker, no Celery worker: every batch is queued for evaluation on Redis and left there,
+    so the figure is the web process's own (HTTP, auth, validation, storage, queueing)."""
+    name = f"{args.db}_deferred"
+    url = db_url(args.admin_url, name)
+    print(f"\n== uvicorn --workers 1, evaluation deferred (queued on Redis, no worker), 1 client: database {name} ==",
+          flush=True)
+    recreate_database(args.admin_url, name)
+    flush_redis(args.redis_url)
+    env = service_env(url, args.redis_url)
+    manage(env, "migrate", "--noinput", "-v", "0")
+    token = manage(env, "issue_token", PROJECT_SLUG).strip().splitlines()[-1].strip()
+    procs = Procs(logdir)
+    try:
+        port = free_port()
+        procs.start("uvicorn-deferred", [PYTHON, "-m", "uvicorn", "opsconsole.asgi:application", "--host", "127.0.0.1",
+                                         "--port", str(port), "--no-access-log", "--log-level", "warning"], env)
+        wait_http(port, procs)
+        # One batch of another run first, off the clock: the process's first request imports and connects.
+        warm, warm_n = data.point_batches(args.batch_points, run_id=RUN_ID + "-warmup")
+        elapsed, stats = send_all(port, token, warm[:1], warm_n[:1], 1, "warm-up")
+        elapsed, stats = send_all(port, token, bodies, npoints, 1, "deferred")
+        procs.check_alive()
+    finally:
+        procs.stop_all()
+    for f in stats.failures[:10]:
+        print(f"    FAILURE {f}")
+    counts = stored_counts(url)
+    lat = sorted(stats.latencies)
+    rate = stats.points_accepted / elapsed
+    print(f"  {stats.points_accepted:,} points in {elapsed:.2f}s: {rate:,.0f} points/s; latency p50 "
+          f"{statistics.median(lat) * 1000:.0f} ms, p95 {lat[int(0.95 * (len(lat) - 1))] * 1000:.0f} ms a batch; "
+          f"stored {counts['points']:,} points, {counts['unevaluated']} of {counts['receipts']} batches left for evaluation",
+          flush=True)
+    return {"rate": rate, "seconds": elapsed, "points": stats.points_accepted, "failures": stats.failures,
+            "p50": statistics.median(lat), "stored": counts["points"]}
+
+
+def floor_ratio(args, data: RunData):
+    """The issue's comparison: ingest points/s of one web process against a bare COPY of the same points."""
+    bodies, npoints = data.point_batches(args.batch_points)
+    print(f"  {len(bodies)} batches of {args.batch_points:,} points (the last {npoints[-1]:,}), "
+          f"{sum(map(len, bodies)) / len(bodies) / 1024:,.0f} KiB a body", flush=True)
+    floors = [copy_floor(args, data, data.n_points, batch_rows=args.batch_points)]
+    with tempfile.TemporaryDirectory(prefix="wl-bench-") as logdir:
+        ingest = ingest_deferred(args, data, bodies, npoints, Path(logdir))
+    floors.append(copy_floor(args, data, data.n_points, batch_rows=args.batch_points))
+    floor = max(f["rate"] for f in floors)  # the faster floor: the stricter ratio
+    ratio = ingest["rate"] / floor
+    print("\n## Ingest against the COPY floor\n")
+    print(f"- workload: {data.n_series} series × {data.n_steps:,} steps = {data.n_points:,} points in "
+          f"{args.batch_points:,}-point batches (JSON, serialized beforehand, 1 client, keep-alive); "
+          f"{pg_settings(args.admin_url)}; {os.cpu_count()} CPUs; {args.code_version}")
+    print(f"- COPY floor: the same points one row each (run, step, metric, component, value, time) into a bare table "
+          f"with one index, {args.batch_points:,}-row transactions: "
+          f"{' and '.join(format(f['rate'], ',.0f') for f in floors)} rows/s (before and after the ingest run); "
+          f"the faster, {floor:,.0f}, is the floor")
+    print(f"- ingest, one uvicorn worker, DEBUG off, PostgreSQL, evaluation deferred (queued on Redis): "
+          f"{ingest['rate']:,.0f} points/s ({ingest['points']:,} points in {ingest['seconds']:.2f}s, "
+          f"p50 {ingest['p50'] * 1000:.0f} ms a batch, {len(ingest['failures'])} failures)")
+    met = ratio >= FLOOR_TARGET and not ingest["failures"] and ingest["stored"] == data.n_points
+    print(f"- ratio: {ratio:.2f}× the floor; target ≥ {FLOOR_TARGET:.2f}×: {'MET' if met else 'MISSED'}")
+    return 0 if met else 1
 
 
 # --------------------------------------------------------------------------------------
@@ -792,29 +888,43 @@ def parse_args(argv=None):
     p.add_argument("--drain-timeout", type=float, default=900.0, help="seconds to wait for the worker's backlog")
     p.add_argument("--drain-stall", type=float, default=60.0, help="stop waiting when the backlog has not moved for this long")
     p.add_argument("--no-vacuum-full", action="store_true", help="skip the informational VACUUM FULL figure")
+    p.add_argument("--floor", action="store_true",
+                   help="instead of the benchmark: ingest with one uvicorn worker and evaluation deferred against a COPY "
+                        "floor of the same points (default workload 54 series x 20,000 steps in 5,000-point batches)")
+    p.add_argument("--quick", action="store_true", help="with --floor: 54 series x 2,000 steps")
+    p.add_argument("--batch-points", type=int, default=5000, help="with --floor: points a batch, and rows a COPY transaction")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="instead of the benchmark: N batches in-process under cProfile (parse_json_batch + ingest_batch)")
     p.add_argument("--profile-warmup", type=int, default=20, help="batches stored before profiling (default 20)")
     p.add_argument("--profile-top", type=int, default=45, help="profile rows to print")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.floor:
+        # The issue's workload unless told otherwise.
+        defaults = p.parse_args([])
+        args.series = 54 if args.series == defaults.series else args.series
+        if args.steps == defaults.steps:
+            args.steps = 2_000 if args.quick else 20_000
+    return args
 
 
 def _on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def exclusive(admin_url: str):
-    """One benchmark at a time per PostgreSQL server: two runs would drop each other's databases
-    and flush each other's Redis db. The lock lives as long as this connection."""
+def exclusive(admin_url: str, db: str, redis_url: str):
+    """One benchmark at a time per database prefix and per Redis db: two runs on the same ones would drop
+    each other's databases and flush each other's Redis db. The locks live as long as this connection."""
     conn = psycopg.connect(admin_url, autocommit=True)
-    if not conn.execute("SELECT pg_try_advisory_lock(hashtext('warning-light benchmarks/ingest.py'))").fetchone()[0]:
-        holder = conn.execute(
-            "SELECT a.pid, a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-            "WHERE l.locktype = 'advisory' AND l.objid = hashtext('warning-light benchmarks/ingest.py')::oid"
-        ).fetchone()
-        who = f"PostgreSQL backend {holder[0]}, connected {holder[2]:%Y-%m-%d %H:%M:%S %Z}" if holder else "unknown"
-        raise SystemExit(f"another benchmarks/ingest.py run holds the benchmark lock ({who}); "
-                         "wait for it to finish: two runs would drop each other's databases")
+    for what in (f"databases {db}_*", f"Redis {redis_url}"):
+        key = f"warning-light benchmarks/ingest.py {what}"
+        if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+            holder = conn.execute(
+                "SELECT a.pid, a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+                "WHERE l.locktype = 'advisory' AND l.objid = hashtext(%s)::oid", (key,)
+            ).fetchone()
+            who = f"PostgreSQL backend {holder[0]}, connected {holder[2]:%Y-%m-%d %H:%M:%S %Z}" if holder else "unknown"
+            raise SystemExit(f"another benchmarks/ingest.py run holds the lock on its {what} ({who}); wait for it to "
+                             "finish, or give this one other --db / --redis-url: two runs would drop each other's databases")
     return conn
 
 
@@ -823,7 +933,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _on_sigterm)
     # Started in the background (nohup, `&`), Python inherits SIGINT ignored: make Ctrl-C / kill -INT stop it anyway.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    lock = exclusive(args.admin_url)  # noqa: F841  (held until the process exits)
+    lock = exclusive(args.admin_url, args.db, args.redis_url)  # noqa: F841  (held until the process exits)
     clients = [int(c) for c in args.clients.split(",") if c.strip()]
     t = time.perf_counter()
     data = RunData(args.series, args.steps)
@@ -835,6 +945,8 @@ def main(argv=None):
     if args.profile:
         profile(args, data, args.profile, args.profile_warmup)
         return 0
+    if args.floor:
+        return floor_ratio(args, data)
 
     bodies = [data.body(b) for b in range(data.n_batches)]
     npoints = [data.n_series * min(STEPS_PER_BATCH, data.n_steps - b * STEPS_PER_BATCH) for b in range(data.n_batches)]

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from ingest.contract import Batch, layer_for_metric, phase_kind
+import numpy as np
+
+from ingest.contract import Batch, PointColumns, layer_for_metric, phase_kind
 from ingest.models import CATCH_ALL_SUFFIX
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
 from ingest.signals import announce_batch_stored, requested_actions
@@ -53,21 +54,20 @@ def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
 def _store_batch(project, batch: Batch, now) -> IngestResult:
     with transaction.atomic():
         run = locked_run(project, batch, now)
-        if batch.batch_id is not None:
-            seen = BatchReceipt.objects.filter(run=run, batch_id=batch.batch_id).first()
-            if seen is not None:
-                return IngestResult(run.run_id, seen.points, seen.events, seen.phases, True, seen.id, run.pk)
-        point_steps = [p[0] for p in batch.points]
-        receipt = BatchReceipt.objects.create(
+        lo, hi = batch.step_range()
+        receipt = BatchReceipt(
             run=run,
             batch_id=batch.batch_id,
             received_at=now,
             points=len(batch.points),
             events=len(batch.events),
             phases=len(batch.phases),
-            min_step=min(point_steps, default=None),
-            max_step=max(point_steps, default=None),
+            min_step=lo,
+            max_step=hi,
         )
+        if not _insert_receipt(receipt):
+            seen = BatchReceipt.objects.get(run=run, batch_id=batch.batch_id)
+            return IngestResult(run.run_id, seen.points, seen.events, seen.phases, True, seen.id, run.pk)
         arrival_steps = [e.step for e in batch.events] + [ph.step for ph in batch.phases]
         if receipt.min_step is not None:
             arrival_steps.append(receipt.min_step)
@@ -78,6 +78,27 @@ def _store_batch(project, batch: Batch, now) -> IngestResult:
         run.save(update_fields=[*INGEST_OWNED_FIELDS, *IDENTITY_FIELDS])
         transaction.on_commit(lambda: announce_batch_stored(receipt.id), robust=True)
     return IngestResult(run.run_id, receipt.points, receipt.events, receipt.phases, False, receipt.id, run.pk)
+
+
+def _insert_receipt(receipt) -> bool:
+    """Insert the receipt unless the run already holds its batch_id (a re-sent batch): False then.
+
+    One statement is both the idempotency check and the insert; the run's ingest lock
+    makes it race-free.
+    """
+    fields = [f for f in BatchReceipt._meta.concrete_fields if not f.primary_key]
+    qn = connection.ops.quote_name
+    sql = (f"INSERT INTO {qn(BatchReceipt._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+           f"VALUES ({', '.join(['%s'] * len(fields))}) "
+           "ON CONFLICT (run_id, batch_id) WHERE batch_id IS NOT NULL DO NOTHING RETURNING id")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [f.get_db_prep_save(getattr(receipt, f.attname), connection) for f in fields])
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    receipt.pk = row[0]
+    receipt._state.adding = False
+    return True
 
 
 def locked_run(project, batch: Batch, now) -> Run:
@@ -154,16 +175,42 @@ class _AttemptTracker:
             run.max_step = step
 
 
+def _point_arrays(points):
+    """A batch's points as arrays grouped by series: (keys, steps, values, times, bounds, repeats, layers).
+
+    Points are ordered by series (first appearance) then step; series i's are [bounds[i], bounds[i+1]).
+    Times are NaN where a point gave none; `repeats` says some series holds a step twice;
+    `layers` maps a series key to the last layer its points named.
+    """
+    layers = {}
+    if isinstance(points, PointColumns):
+        steps, metrics, components, values, times = (points.steps, points.metrics, points.components, points.values,
+                                                     points.times)
+    else:
+        steps, metrics, components, values, times, sent_layers = zip(*points)
+        steps = np.array(steps, dtype=np.int64)
+        values = np.array(values, dtype=np.float64)
+        times = np.array(times, dtype=np.float64)  # None becomes NaN
+        if any(sent_layers):
+            layers = {(m, c): layer for m, c, layer in zip(metrics, components, sent_layers) if layer}
+    index = {}
+    codes = np.array([index.setdefault(key, len(index)) for key in zip(metrics, components)], dtype=np.int64)
+    order = np.lexsort((steps, codes))
+    codes, steps, values, times = codes[order], steps[order], values[order], times[order]
+    repeats = bool(np.any((codes[1:] == codes[:-1]) & (steps[1:] == steps[:-1])))
+    bounds = np.searchsorted(codes, np.arange(len(index) + 1)).tolist()
+    return list(index), steps, values, times, bounds, repeats, layers
+
+
 def _store_telemetry(run: Run, batch: Batch, receipt, now):
     received_at = now.timestamp()
     attempts = _AttemptTracker(run, now)
     series_by_key = {(s.metric, s.component): s for s in Series.objects.filter(run=run)}
-    groups = defaultdict(list)
-    for point in batch.points:
-        groups[(point[1], point[2])].append(point)
+    keys, steps, values, times, bounds, repeats, layers = _point_arrays(batch.points) if len(batch.points) else (
+        [], None, None, None, [0], False, {})
     new_series = {}
-    for key, points in groups.items():
-        layer = next((p[5] for p in reversed(points) if p[5]), None)
+    for key in keys:
+        layer = layers.get(key)
         series = series_by_key.get(key)
         if series is None:
             series = Series(run=run, metric=key[0], component=key[1], layer=layer or layer_for_metric(key[0]))
@@ -196,24 +243,28 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now):
                 )
             )
 
-    columns = {key: tuple(zip(*points)) for key, points in groups.items()}
-    if not any(ph.phase == "restart" for ph in phases) and _only_new_steps(series_by_key, columns):
+    spans = {key: (bounds[i], bounds[i + 1]) for i, key in enumerate(keys)}
+    if not repeats and not any(ph.phase == "restart" for ph in phases) and _only_new_steps(series_by_key, spans, steps):
         # The common case: no step of this batch was stored before, so none is a re-send.
         apply_phases(len(batch.points))
-        for key, cols in columns.items():
+        for key, (lo, hi) in spans.items():
             series = series_by_key[key]
-            writer.add_all_fresh(series, run.attempt, cols)
-            series.max_step = max(series.max_step, max(cols[0]))
-            sent_times = [t for t in cols[4] if t is not None]
-            latest = max(sent_times) if len(sent_times) == len(cols[4]) else max([received_at, *sent_times])
+            sent = times[lo:hi]
+            missing = np.isnan(sent)
+            writer.add_sorted_fresh(series, run.attempt, steps[lo:hi], values[lo:hi], sent, missing)
+            series.max_step = max(series.max_step, int(steps[hi - 1]))
+            if not missing.any():
+                latest = float(sent.max())
+            else:
+                latest = received_at if missing.all() else max(received_at, float(sent[~missing].max()))
             series.last_time = max(series.last_time or 0.0, latest)
             attempts.saw(series.max_step)
     else:
         _place_points_in_order(run, batch, series_by_key, attempts, writer, apply_phases, received_at)
 
     Series.objects.bulk_create(new_series.values())
-    _save_series_progress([series_by_key[k] for k in groups if k not in new_series])
-    writer.write()
+    progress = _series_progress([series_by_key[k] for k in keys if k not in new_series])
+    writer.write(before_rollups=progress)
     Phase.objects.bulk_create(phase_rows)
     Event.objects.bulk_create(
         [
@@ -233,48 +284,43 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now):
     )
 
 
-def _only_new_steps(series_by_key, columns) -> bool:
-    """True when no series holds any step of this batch yet and no step repeats within it.
+def _only_new_steps(series_by_key, spans, steps) -> bool:
+    """True when no series holds any step of this batch yet (steps within a series are sorted and distinct).
 
     Steps above a series' highest step are new without a look-up; a batch that
     arrives late (several clients, retries) costs one query on block ranges.
     """
     below = []
     lo, hi = None, None
-    for key, cols in columns.items():
-        steps = cols[0]
-        if len(set(steps)) != len(steps):
-            return False
+    for key, (start, end) in spans.items():
         series = series_by_key[key]
-        first = min(steps)
+        first, last = int(steps[start]), int(steps[end - 1])
         if first <= series.max_step and series.pk is not None:
             below.append(series.pk)
             lo = first if lo is None else min(lo, first)
-            hi = max(steps) if hi is None else max(hi, max(steps))
+            hi = last if hi is None else max(hi, last)
     if not below:
         return True
     return not Block.objects.filter(series_id__in=below, first_step__lte=hi, last_step__gte=lo).exists()
 
 
-def _save_series_progress(series_list):
-    """One statement on PostgreSQL (a batch touches every series of a run); SQLite is in-process anyway."""
+def _series_progress(series_list):
+    """The statements saving the series' layer, highest step and latest time: [(sql, params)].
+
+    One statement on PostgreSQL (a batch touches every series of a run), sent with the rollup
+    merge in one round trip; SQLite is in-process anyway.
+    """
     if not series_list:
-        return
+        return []
     table = connection.ops.quote_name(Series._meta.db_table)
     rows = [(s.pk, s.layer, s.max_step, s.last_time) for s in series_list]
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            values = ", ".join(["(%s::bigint, %s::varchar, %s::bigint, %s::double precision)"] * len(rows))
-            cursor.execute(
-                f"UPDATE {table} AS s SET layer = v.layer, max_step = v.max_step, last_time = v.last_time "
-                f"FROM (VALUES {values}) AS v(id, layer, max_step, last_time) WHERE s.id = v.id",
-                [x for row in rows for x in row],
-            )
-        else:
-            cursor.executemany(
-                f"UPDATE {table} SET layer = %s, max_step = %s, last_time = %s WHERE id = %s",
-                [(layer, max_step, last_time, pk) for pk, layer, max_step, last_time in rows],
-            )
+    if connection.vendor == "postgresql":
+        # Arrays, not a VALUES row per series: the statement's text stays the same from batch to batch.
+        return [(f"UPDATE {table} AS s SET layer = v.layer, max_step = v.max_step, last_time = v.last_time "
+                 "FROM unnest(%s::bigint[], %s::varchar[], %s::bigint[], %s::double precision[]) "
+                 "AS v(id, layer, max_step, last_time) WHERE s.id = v.id", [list(column) for column in zip(*rows)])]
+    sql = f"UPDATE {table} SET layer = %s, max_step = %s, last_time = %s WHERE id = %s"
+    return [(sql, [layer, max_step, last_time, pk]) for pk, layer, max_step, last_time in rows]
 
 
 def _place_points_in_order(run, batch, series_by_key, attempts, writer, apply_phases, received_at):

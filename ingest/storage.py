@@ -114,9 +114,16 @@ class BlockWriter:
         self.pending = {}  # (id(series), attempt) -> [series, points, fresh flags or None when all fresh]
         self.dirty = defaultdict(set)  # id(series) -> buckets to recompute
 
-    def add_all_fresh(self, series, attempt, columns):
-        """A whole series' points of this batch, none of them stored before, as columns (zip(*points))."""
-        self.pending[(id(series), attempt)] = [series, columns, None]
+    def add_sorted_fresh(self, series, attempt, steps, values, times, missing):
+        """A whole series' points of this batch, none of them stored before, as arrays in step order;
+        `times` is NaN where `missing`."""
+        if not missing.any():
+            kept = times
+        elif missing.all():
+            kept = None
+        else:
+            kept = np.where(missing, self.received_at, times)
+        self.pending[(id(series), attempt)] = [series, (steps, values, kept), None]
 
     def add(self, series, attempt, point, fresh):
         entry = self.pending.get((id(series), attempt))
@@ -127,22 +134,28 @@ class BlockWriter:
         if not fresh:
             self.dirty[id(series)].add(point[0] // ROLLUP_WIDTH)
 
-    def write(self):
+    def write(self, before_rollups=()):
+        """Blocks, then rollups; `before_rollups` are statements [(sql, params)] sent with the rollup merge."""
         blocks = []
         merges = {}  # (series, bucket) -> Summary of fresh points
         for (key, attempt), (series, points, flags) in self.pending.items():
-            columns = points if flags is None else tuple(zip(*points))
-            steps = np.array(columns[0], dtype=np.int64)
-            values = np.array(columns[3], dtype=np.float64)
-            n = len(steps)
-            times = None
-            missing = columns[4].count(None)
-            if missing == 0:
-                times = np.array(columns[4], dtype=np.float64)
-            elif missing < n:
-                received = self.received_at
-                times = np.array([received if t is None else t for t in columns[4]], dtype=np.float64)
-            fresh = np.ones(n, dtype=bool) if flags is None else np.array(flags, dtype=bool)
+            if flags is None:
+                steps, values, times = points
+                n = len(steps)
+                fresh = np.ones(n, dtype=bool)
+            else:
+                columns = tuple(zip(*points))
+                steps = np.array(columns[0], dtype=np.int64)
+                values = np.array(columns[3], dtype=np.float64)
+                n = len(steps)
+                times = None
+                missing = columns[4].count(None)
+                if missing == 0:
+                    times = np.array(columns[4], dtype=np.float64)
+                elif missing < n:
+                    received = self.received_at
+                    times = np.array([received if t is None else t for t in columns[4]], dtype=np.float64)
+                fresh = np.array(flags, dtype=bool)
             if n > 1 and np.any(steps[1:] < steps[:-1]):
                 order = np.argsort(steps, kind="stable")
                 steps, values, fresh = steps[order], values[order], fresh[order]
@@ -179,7 +192,7 @@ class BlockWriter:
                 part = Summary.of(steps[lo:hi], values[lo:hi])
                 merges[merge_key] = merges[merge_key].merge(part) if merge_key in merges else part
         _insert_blocks(blocks)
-        _merge_rollups([(series.pk, bucket, summary) for (series, bucket), summary in merges.items()])
+        _merge_rollups([(series.pk, bucket, summary) for (series, bucket), summary in merges.items()], before_rollups)
         replaced = []
         for key, buckets in self.dirty.items():
             series = next(entry[0] for (k, _), entry in self.pending.items() if k == key)
@@ -214,7 +227,7 @@ def _rollup_params(rows):
     return params
 
 
-def _merge_rollups(rows):
+def _merge_rollups(rows, before=()):
     """Add fresh points' summaries to their buckets in one upsert: no read-modify-write."""
     t = connection.ops.quote_name(Rollup._meta.db_table)
     least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
@@ -224,7 +237,7 @@ def _merge_rollups(rows):
         min_value = {least}(COALESCE({t}.min_value, excluded.min_value), COALESCE(excluded.min_value, {t}.min_value)),
         max_value = {greatest}(COALESCE({t}.max_value, excluded.max_value), COALESCE(excluded.max_value, {t}.max_value)),
         last_value = CASE WHEN excluded.last_step >= {t}.last_step THEN excluded.last_value ELSE {t}.last_value END,
-        last_step = {greatest}({t}.last_step, excluded.last_step)""")
+        last_step = {greatest}({t}.last_step, excluded.last_step)""", before)
 
 
 def _replace_rollups(rows):
@@ -233,17 +246,39 @@ def _replace_rollups(rows):
     _upsert_rollups(rows, ", ".join(f"{c} = excluded.{c}" for c in columns))
 
 
-def _upsert_rollups(rows, on_conflict_set):
+def _upsert_rollups(rows, on_conflict_set, before=()):
     table = connection.ops.quote_name(Rollup._meta.db_table)
+    statements = list(before)
+    if rows and connection.vendor == "postgresql":
+        # One array per column: a short statement whatever the row count, parsed once by the driver.
+        arrays = "%s::bigint[], %s::bigint[], %s::integer[], %s::integer[], %s::double precision[], " \
+                 "%s::double precision[], %s::bigint[], %s::double precision[]"
+        params = [list(column) for column in zip(*(_rollup_params([row]) for row in rows))]
+        statements.append((f"INSERT INTO {table} ({_ROLLUP_COLUMNS}) SELECT * FROM unnest({arrays}) "
+                           f"ON CONFLICT (series_id, bucket) DO UPDATE SET {on_conflict_set}", params))
+        rows = []
+    for start in range(0, len(rows), 500):  # stay under the databases' bound-parameter limits
+        chunk = rows[start : start + 500]
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
+        statements.append((f"INSERT INTO {table} ({_ROLLUP_COLUMNS}) VALUES {values} "
+                           f"ON CONFLICT (series_id, bucket) DO UPDATE SET {on_conflict_set}", _rollup_params(chunk)))
+    execute_together(statements)
+
+
+def execute_together(statements):
+    """Statements [(sql, params)] whose results nobody reads, in one round trip on PostgreSQL.
+
+    Django's psycopg cursor binds parameters on the client, so several statements can travel
+    as one string; SQLite takes them one by one (in-process: no round trips to save).
+    """
+    if not statements:
+        return
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), 500):  # stay under the databases' bound-parameter limits
-            chunk = rows[start : start + 500]
-            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
-            cursor.execute(
-                f"INSERT INTO {table} ({_ROLLUP_COLUMNS}) VALUES {values} "
-                f"ON CONFLICT (series_id, bucket) DO UPDATE SET {on_conflict_set}",
-                _rollup_params(chunk),
-            )
+        if connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get("server_side_binding"):
+            cursor.execute("; ".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+        else:
+            for sql, params in statements:
+                cursor.execute(sql, params)
 
 
 def recompute_buckets(series, buckets) -> dict[int, Summary]:
