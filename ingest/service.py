@@ -13,7 +13,7 @@ from ingest.contract import Batch, PointColumns, layer_for_metric, phase_kind
 from ingest.models import CATCH_ALL_SUFFIX
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
 from ingest.signals import announce_batch_stored, requested_actions
-from ingest.storage import BlockWriter, db_float, stored_steps
+from ingest.storage import BlockWriter, db_float, execute_together, stored_steps
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +71,15 @@ def _store_batch(project, batch: Batch, now) -> IngestResult:
         arrival_steps = [e.step for e in batch.events] + [ph.step for ph in batch.phases]
         if receipt.min_step is not None:
             arrival_steps.append(receipt.min_step)
-        _update_identity(run, batch.run, receipt, min(arrival_steps, default=run.max_step), now)
-        _store_telemetry(run, batch, receipt, now)
+        changed = _update_identity(run, batch.run, receipt, min(arrival_steps, default=run.max_step), now)
+        statements = _store_telemetry(run, batch, receipt, now)
         run.last_seen_at = now
         # Only what ingest owns: status and last_step belong to evaluation, which may write them meanwhile.
-        run.save(update_fields=[*INGEST_OWNED_FIELDS, *IDENTITY_FIELDS])
+        if changed:
+            run.save(update_fields=[*INGEST_OWNED_FIELDS, *changed])
+        else:
+            statements.append(_run_progress(run))
+        execute_together(statements)
         transaction.on_commit(lambda: announce_batch_stored(receipt.id), robust=True)
     return IngestResult(run.run_id, receipt.points, receipt.events, receipt.phases, False, receipt.id, run.pk)
 
@@ -120,7 +124,9 @@ def locked_run(project, batch: Batch, now) -> Run:
         # concurrent first batches of a new run queue here instead of racing to create it.
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [run_id])
-    run = Run.objects.filter(run_id=run_id).first()
+    # Identity JSON the batch does not send is neither compared nor saved: left unread (config may be 256 KiB).
+    unsent = [name for name in ("config", "budget", "tags") if batch.run.get(name) is None]
+    run = Run.objects.filter(run_id=run_id).defer(*unsent).first()
     if run is None:
         try:
             with transaction.atomic():
@@ -133,8 +139,18 @@ def locked_run(project, batch: Batch, now) -> Run:
     return run
 
 
-def _update_identity(run: Run, sent: dict, receipt, step, now):
+def _run_progress(run: Run):
+    """The statement saving what ingest owns of the run (INGEST_OWNED_FIELDS), sent with the batch's last ones."""
+    fields = [Run._meta.get_field(name) for name in INGEST_OWNED_FIELDS]
+    qn = connection.ops.quote_name
+    return (f"UPDATE {qn(Run._meta.db_table)} SET {', '.join(f'{qn(f.column)} = %s' for f in fields)} WHERE id = %s",
+            [*(f.get_db_prep_save(getattr(run, f.attname), connection) for f in fields), run.pk])
+
+
+def _update_identity(run: Run, sent: dict, receipt, step, now) -> list[str]:
+    """Identity fields the batch changes, set on `run`; a change of a field that held a value is kept as a row."""
     changes = []
+    changed = []
     for name in IDENTITY_FIELDS:
         if name not in sent or sent[name] is None:
             continue
@@ -146,7 +162,9 @@ def _update_identity(run: Run, sent: dict, receipt, step, now):
             # A change of what the run *is* is evidence: keep it as a row, never overwrite silently.
             changes.append(IdentityChange(run=run, field=name, old=old, new=new, step=step, changed_at=now, receipt=receipt))
         setattr(run, name, new)
+        changed.append(name)
     IdentityChange.objects.bulk_create(changes)
+    return changed
 
 
 class _AttemptTracker:
@@ -202,7 +220,9 @@ def _point_arrays(points):
     return list(index), steps, values, times, bounds, repeats, layers
 
 
-def _store_telemetry(run: Run, batch: Batch, receipt, now):
+def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
+    """Stores the batch's points, phases and events; answers the statements left to send [(sql, params)]:
+    the series' progress and the rollups, which nothing reads before commit."""
     received_at = now.timestamp()
     attempts = _AttemptTracker(run, now)
     series_by_key = {(s.metric, s.component): s for s in Series.objects.filter(run=run)}
@@ -263,8 +283,8 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now):
         _place_points_in_order(run, batch, series_by_key, attempts, writer, apply_phases, received_at)
 
     Series.objects.bulk_create(new_series.values())
-    progress = _series_progress([series_by_key[k] for k in keys if k not in new_series])
-    writer.write(before_rollups=progress)
+    statements = _series_progress([series_by_key[k] for k in keys if k not in new_series])
+    statements += writer.write()
     Phase.objects.bulk_create(phase_rows)
     Event.objects.bulk_create(
         [
@@ -282,6 +302,7 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now):
             for e in batch.events
         ]
     )
+    return statements
 
 
 def _only_new_steps(series_by_key, spans, steps) -> bool:
