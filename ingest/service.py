@@ -13,7 +13,7 @@ from ingest.contract import Batch, PointColumns, layer_for_metric, phase_kind
 from ingest.models import CATCH_ALL_SUFFIX
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
 from ingest.signals import announce_batch_stored, requested_actions
-from ingest.storage import BlockWriter, db_float, execute_together, stored_steps
+from ingest.storage import BlockWriter, array_literal, db_float, execute_together, stored_steps
 
 log = logging.getLogger(__name__)
 
@@ -211,8 +211,8 @@ def _point_arrays(points):
         times = np.array(times, dtype=np.float64)  # None becomes NaN
         if any(sent_layers):
             layers = {(m, c): layer for m, c, layer in zip(metrics, components, sent_layers) if layer}
-    index = {}
-    codes = np.array([index.setdefault(key, len(index)) for key in zip(metrics, components)], dtype=np.int64)
+    index = {key: code for code, key in enumerate(dict.fromkeys(zip(metrics, components)))}  # in order of first appearance
+    codes = np.fromiter(map(index.__getitem__, zip(metrics, components)), dtype=np.int64, count=len(metrics))
     order = np.lexsort((steps, codes))
     codes, steps, values, times = codes[order], steps[order], values[order], times[order]
     repeats = bool(np.any((codes[1:] == codes[:-1]) & (steps[1:] == steps[:-1])))
@@ -336,10 +336,12 @@ def _series_progress(series_list):
     table = connection.ops.quote_name(Series._meta.db_table)
     rows = [(s.pk, s.layer, s.max_step, s.last_time) for s in series_list]
     if connection.vendor == "postgresql":
+        ids, layers, max_steps, last_times = zip(*rows)
         # Arrays, not a VALUES row per series: the statement's text stays the same from batch to batch.
         return [(f"UPDATE {table} AS s SET layer = v.layer, max_step = v.max_step, last_time = v.last_time "
                  "FROM unnest(%s::bigint[], %s::varchar[], %s::bigint[], %s::double precision[]) "
-                 "AS v(id, layer, max_step, last_time) WHERE s.id = v.id", [list(column) for column in zip(*rows)])]
+                 "AS v(id, layer, max_step, last_time) WHERE s.id = v.id",
+                 [array_literal(ids), list(layers), array_literal(max_steps), array_literal(last_times)])]
     sql = f"UPDATE {table} SET layer = %s, max_step = %s, last_time = %s WHERE id = %s"
     return [(sql, [layer, max_step, last_time, pk]) for pk, layer, max_step, last_time in rows]
 
