@@ -119,14 +119,20 @@ def locked_run(project, batch: Batch, now) -> Run:
         # Another project's catch-all (or one of a project not created yet): taking it first would
         # lock that project's Alertmanager alerts out of their own run.
         raise RunOfAnotherProject(run_id)
+    # Identity JSON the batch does not send is neither compared nor saved: left unread (config may be 256 KiB).
+    unsent = [name for name in ("config", "budget", "tags") if batch.run.get(name) is None]
+    runs = Run.objects.filter(run_id=run_id).defer(*unsent)
     if connection.vendor == "postgresql":
         # Keyed by the id's hash, so the lock comes before the run's row is even read:
         # concurrent first batches of a new run queue here instead of racing to create it.
-        with connection.cursor() as cursor:
+        # The transaction's BEGIN, the lock and the read travel together (psycopg's pipeline mode): one
+        # round trip, and still in order, so the read sees what the lock's last holder committed.
+        connection.ensure_connection()
+        with connection.connection.pipeline(), connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [run_id])
-    # Identity JSON the batch does not send is neither compared nor saved: left unread (config may be 256 KiB).
-    unsent = [name for name in ("config", "budget", "tags") if batch.run.get(name) is None]
-    run = Run.objects.filter(run_id=run_id).defer(*unsent).first()
+            run = runs.first()
+    else:
+        run = runs.first()
     if run is None:
         try:
             with transaction.atomic():
