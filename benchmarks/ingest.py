@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/ingest.py --steps 20000        # quick check (1 M points)
     .venv/bin/python benchmarks/ingest.py --clients 1          # only the one-client run
     .venv/bin/python benchmarks/ingest.py --profile 10         # cProfile of parse + ingest in-process, no server
+    .venv/bin/python benchmarks/ingest.py --floor [--quick]    # one web process against a COPY floor (below)
 
 What one configuration does:
 
@@ -24,6 +25,17 @@ What one configuration does:
 
 Then, once, the COPY floor: a bare row-per-point table with an index on
 (run_id, metric, step), loaded with psycopg COPY in 1,000-row transactions.
+
+--floor instead measures one web process against PostgreSQL's own cost for the same points:
+rounds (--rounds, 3) of a COPY floor and then ingest, back to back, 54 series x 20,000 steps
+(--quick: 2,000) in 5,000-point batches. The floor is the round's points one row each
+(run, step, metric, component, value, time) COPYed by psycopg into a bare table with one index
+in 5,000-row transactions: the least PostgreSQL can be asked to do to keep those points durably,
+whatever the layout (the blocks the server writes are fewer, larger rows, so they would flatter
+it). Ingest is `uvicorn --workers 1` with DEBUG off and no Celery worker (each batch's evaluation
+is queued on Redis and left there), one client over keep-alive, after one warm-up batch of
+another run. It prints each round's rates and CPU time (the uvicorn process and the PostgreSQL
+backends, from /proc), the median ratio and the target (>= 0.40x) as MET or MISSED.
 
 The script only needs PostgreSQL (admin URL --admin-url) and Redis (--redis-url, db 15
 is flushed). It imports no Django in the benchmark mode; --profile sets Django up in
