@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 import numpy as np
+from psycopg import Pipeline
 
 from ingest.contract import Batch, PointColumns, layer_for_metric, phase_kind
 from ingest.models import CATCH_ALL_SUFFIX
@@ -128,7 +130,8 @@ def locked_run(project, batch: Batch, now) -> Run:
         # The transaction's BEGIN, the lock and the read travel together (psycopg's pipeline mode): one
         # round trip, and still in order, so the read sees what the lock's last holder committed.
         connection.ensure_connection()
-        with connection.connection.pipeline(), connection.cursor() as cursor:
+        together = connection.connection.pipeline() if Pipeline.is_supported() else nullcontext()  # libpq >= 14
+        with together, connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [run_id])
             run = runs.first()
     else:
