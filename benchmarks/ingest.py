@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/ingest.py --steps 20000        # quick check (1 M points)
     .venv/bin/python benchmarks/ingest.py --clients 1          # only the one-client run
     .venv/bin/python benchmarks/ingest.py --profile 10         # cProfile of parse + ingest in-process, no server
+    .venv/bin/python benchmarks/ingest.py --floor [--quick]    # one web process against a COPY floor (below)
 
 What one configuration does:
 
@@ -24,6 +25,17 @@ What one configuration does:
 
 Then, once, the COPY floor: a bare row-per-point table with an index on
 (run_id, metric, step), loaded with psycopg COPY in 1,000-row transactions.
+
+--floor instead measures one web process against PostgreSQL's own cost for the same points:
+rounds (--rounds, 3) of a COPY floor and then ingest, back to back, 54 series x 20,000 steps
+(--quick: 2,000) in 5,000-point batches. The floor is the round's points one row each
+(run, step, metric, component, value, time) COPYed by psycopg into a bare table with one index
+in 5,000-row transactions: the least PostgreSQL can be asked to do to keep those points durably,
+whatever the layout (the blocks the server writes are fewer, larger rows, so they would flatter
+it). Ingest is `uvicorn --workers 1` with DEBUG off and no Celery worker (each batch's evaluation
+is queued on Redis and left there), one client over keep-alive, after one warm-up batch of
+another run. It prints each round's rates and CPU time (the uvicorn process and the PostgreSQL
+backends, from /proc), the median ratio and the target (>= 0.40x) as MET or MISSED.
 
 The script only needs PostgreSQL (admin URL --admin-url) and Redis (--redis-url, db 15
 is flushed). It imports no Django in the benchmark mode; --profile sets Django up in
@@ -207,6 +219,26 @@ class RunData:
         batch["points"] = self.batch_points(b)
         return orjson.dumps(batch)
 
+    def point_batches(self, points_per_batch: int, run_id: str = RUN_ID) -> tuple[list[bytes], list[int]]:
+        """The run as one stream of points in the order a job logs them (step by step, every series of a step),
+        cut every `points_per_batch` points whatever the step: JSON bodies and their point counts."""
+        stream = [p for b in range(self.n_batches) for p in self.batch_points(b)]
+        plan = self.phase_plan()
+        bodies, counts = [], []
+        for b, lo in enumerate(range(0, len(stream), points_per_batch)):
+            points = stream[lo:lo + points_per_batch]
+            batch = {"batch_id": f"{run_id}:p{b:06d}", "run": {"id": run_id}}
+            if b == 0:
+                batch["run"] = {"id": run_id, "name": "Llama 7B fine-tune (benchmark)", "budget": {"steps": self.n_steps}}
+            first = points[0]["step"] if lo == 0 or stream[lo - 1]["step"] != points[0]["step"] else points[0]["step"] + 1
+            phases = [{"step": st, "phase": ph} for st, ph in plan if first <= st <= points[-1]["step"]]
+            if phases:
+                batch["phases"] = phases
+            batch["points"] = points
+            bodies.append(orjson.dumps(batch))
+            counts.append(len(points))
+        return bodies, counts
+
     def phase_plan(self):
         warm = min(2000, max(1, self.n_steps // 10))
         return [(0, "warmup"), (warm, "steady"), (int(self.n_steps * 0.75), "lr_decay")]
@@ -318,6 +350,7 @@ class ClientStats:
         self.failures: list[str] = []
         self.points_accepted = 0
         self.done = 0
+        self.last_answer = None
 
 
 def client_thread(port, token, bodies, npoints, work: queue.SimpleQueue, stats: ClientStats):
@@ -344,8 +377,10 @@ def client_thread(port, token, bodies, npoints, work: queue.SimpleQueue, stats: 
             if conn is not None:
                 conn.close()
             conn = None
-        dt = time.perf_counter() - t
+        now = time.perf_counter()
+        dt = now - t
         with stats.lock:
+            stats.last_answer = now
             stats.latencies.append(dt)
             stats.done += 1
             if status == 202:
@@ -385,7 +420,8 @@ def send_all(port, token, bodies, npoints, clients: int, label: str):
             next_report = math.floor(frac * 10 + 1) / 10
     for th in threads:
         th.join()
-    elapsed = time.perf_counter() - start
+    # Up to the last answer, not to when this loop noticed (up to 0.5 s later).
+    elapsed = (stats.last_answer or time.perf_counter()) - start
     return elapsed, stats
 
 
@@ -582,6 +618,8 @@ def run_config(args, data: RunData, bodies, npoints, clients: int, logdir: Path)
 # --------------------------------------------------------------------------------------
 
 def copy_floor(args, data: RunData, rows_wanted: int, batch_rows=1000):
+    """The same points, one row each (run, step, metric, component, value, time), COPYed by psycopg into a
+    bare table with one index in `batch_rows`-row transactions: what PostgreSQL itself costs per point."""
     name = f"{args.db}_copy"
     url = db_url(args.admin_url, name)
     print(f"\n== COPY floor: database {name}, {rows_wanted:,} rows in {batch_rows:,}-row transactions ==", flush=True)
@@ -589,29 +627,167 @@ def copy_floor(args, data: RunData, rows_wanted: int, batch_rows=1000):
     # Rows in the order a job produces them (step by step, every series), values as Python floats.
     steps_needed = math.ceil(rows_wanted / data.n_series)
     vals = data.values[:, :steps_needed].T.tolist()  # [step][series]
+    times = data.times[:steps_needed].tolist()
     keys = data.keys
     rows = []
     for step in range(steps_needed):
         row_vals = vals[step]
         for j, (metric, comp) in enumerate(keys):
-            rows.append((1, step, metric, comp, row_vals[j]))
+            rows.append((1, step, metric, comp, row_vals[j], times[step]))
     rows = rows[:rows_wanted]
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE copy_points (run_id int, step bigint, metric text, component text, value double precision)")
+        conn.execute("CREATE TABLE copy_points (run_id int, step bigint, metric text, component text, value double precision, "
+                     "time double precision)")
         conn.execute("CREATE INDEX copy_points_key ON copy_points (run_id, metric, step)")
+        backend = conn.info.backend_pid
+        cpu = time.process_time(), cpu_seconds(backend)
         start = time.perf_counter()
         with conn.cursor() as cur:
             for i in range(0, len(rows), batch_rows):
                 with conn.transaction():
-                    with cur.copy("COPY copy_points (run_id, step, metric, component, value) FROM STDIN") as copy:
+                    with cur.copy("COPY copy_points (run_id, step, metric, component, value, time) FROM STDIN") as copy:
                         for r in rows[i:i + batch_rows]:
                             copy.write_row(r)
         elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu[0], cpu_seconds(backend) - cpu[1]
         count = conn.execute("SELECT count(*) FROM copy_points").fetchone()[0]
         size = conn.execute("SELECT pg_total_relation_size('copy_points')").fetchone()[0]
     rate = count / elapsed
-    print(f"  {count:,} rows in {elapsed:.1f}s: {rate:,.0f} rows/s; table + index {size:,} bytes = {size / count:.1f} bytes/row")
-    return {"rows": count, "seconds": elapsed, "rate": rate, "bytes_per_row": size / count}
+    print(f"  {count:,} rows in {elapsed:.1f}s: {rate:,.0f} rows/s; table + index {size:,} bytes = {size / count:.1f} bytes/row; "
+          f"CPU: this client {cpu[0]:.2f} s, the PostgreSQL backend {cpu[1]:.2f} s")
+    return {"rows": count, "seconds": elapsed, "rate": rate, "bytes_per_row": size / count, "cpu": cpu}
+
+
+# --------------------------------------------------------------------------------------
+# Ingest against the COPY floor: one web process, evaluation deferred
+# --------------------------------------------------------------------------------------
+
+FLOOR_TARGET = 0.40
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; all its threads); NaN if unreadable.
+    CPU time per point, unlike points per second, hardly moves when other work shares the machine."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backend_cpu(admin_url: str, name: str) -> float:
+    """CPU seconds of the PostgreSQL backends now connected to database `name` (a local server)."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (name,))]
+    return sum(cpu_seconds(pid) for pid in pids)
+
+
+class DeferredServer:
+    """One uvicorn worker, no Celery worker: every batch is queued for evaluation on Redis and left there,
+    so what is measured is the web process's own work (HTTP, auth, validation, storage, queueing)."""
+
+    def __init__(self, args, logdir: Path):
+        self.args = args
+        self.name = f"{args.db}_deferred"
+        self.url = db_url(args.admin_url, self.name)
+        recreate_database(args.admin_url, self.name)
+        flush_redis(args.redis_url)
+        env = service_env(self.url, args.redis_url)
+        manage(env, "migrate", "--noinput", "-v", "0")
+        self.token = manage(env, "issue_token", PROJECT_SLUG).strip().splitlines()[-1].strip()
+        self.procs = Procs(logdir)
+        self.port = free_port()
+        self.procs.start("uvicorn-deferred", [PYTHON, "-m", "uvicorn", "opsconsole.asgi:application", "--host", "127.0.0.1",
+                                              "--port", str(self.port), "--no-access-log", "--log-level", "warning"], env)
+        wait_http(self.port, self.procs)
+        self.pid = self.procs.procs[0][1].pid
+
+    def send(self, label: str, bodies, npoints, run_id: str):
+        cpu = cpu_seconds(self.pid), backend_cpu(self.args.admin_url, self.name)
+        elapsed, stats = send_all(self.port, self.token, bodies, npoints, 1, label)
+        cpu = cpu_seconds(self.pid) - cpu[0], backend_cpu(self.args.admin_url, self.name) - cpu[1]
+        self.procs.check_alive()
+        for f in stats.failures[:10]:
+            print(f"    FAILURE {f}")
+        lat = sorted(stats.latencies)
+        result = {"rate": stats.points_accepted / elapsed, "seconds": elapsed, "points": stats.points_accepted,
+                  "failures": stats.failures, "p50": statistics.median(lat), "stored": run_points(self.url, run_id),
+                  "cpu": cpu}
+        print(f"  {label}: {result['points']:,} points in {elapsed:.2f}s: {result['rate']:,.0f} points/s; latency p50 "
+              f"{result['p50'] * 1000:.0f} ms, p95 {lat[int(0.95 * (len(lat) - 1))] * 1000:.0f} ms a batch; "
+              f"{result['stored']:,} stored; CPU {cpu[0] / len(bodies) * 1000:.1f} ms a batch in the uvicorn process, "
+              f"{cpu[1] / len(bodies) * 1000:.1f} ms in PostgreSQL", flush=True)
+        return result
+
+    def stop(self):
+        self.procs.stop_all()
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            left = conn.execute("SELECT count(*) FROM ingest_batchreceipt WHERE evaluated_at IS NULL").fetchone()[0]
+        print(f"  {left} batches were left for evaluation (deferred: no worker ran)")
+
+
+def run_points(url: str, run_id: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT coalesce(sum(b.count), 0) FROM ingest_block b JOIN ingest_series s ON s.id = b.series_id "
+                            "JOIN ingest_run r ON r.id = s.run_id WHERE r.run_id = %s", (run_id,)).fetchone()[0]
+
+
+def floor_ratio(args, data: RunData):
+    """The issue's comparison: ingest points/s of one web process against a bare COPY of the same points.
+
+    Rounds alternate floor and ingest back to back (each round a new run of the same points), so
+    both see the same machine; the figure is the median of the rounds' ratios.
+    """
+    print(f"\n== {args.rounds} rounds of: COPY floor, then ingest (uvicorn --workers 1, evaluation deferred: queued on "
+          f"Redis, no worker; 1 client) ==", flush=True)
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="wl-bench-") as logdir:
+        server = DeferredServer(args, Path(logdir))
+        try:
+            # One batch of another run first, off the clock: the process's first request imports and connects.
+            warm, warm_n = data.point_batches(args.batch_points, run_id=RUN_ID + "-warmup")
+            server.send("warm-up", warm[:1], warm_n[:1], RUN_ID + "-warmup")
+            del warm
+            for r in range(1, args.rounds + 1):
+                run_id = f"{RUN_ID}-r{r}"
+                bodies, npoints = data.point_batches(args.batch_points, run_id=run_id)
+                if r == 1:
+                    print(f"  {len(bodies)} batches of {args.batch_points:,} points (the last {npoints[-1]:,}), "
+                          f"{sum(map(len, bodies)) / len(bodies) / 1024:,.0f} KiB a body", flush=True)
+                floor = copy_floor(args, data, data.n_points, batch_rows=args.batch_points)
+                ingest = server.send(f"round {r}", bodies, npoints, run_id)
+                ingest["ok"] = not ingest["failures"] and ingest["stored"] == data.n_points
+                rounds.append((floor, ingest))
+                del bodies
+        finally:
+            server.stop()
+    ratios = [ingest["rate"] / floor["rate"] for floor, ingest in rounds]
+    ratio = statistics.median(ratios)
+    per_million = lambda seconds, points: seconds / points * 1e6  # noqa: E731
+    print("\n## Ingest against the COPY floor\n")
+    print(f"- workload: {data.n_series} series × {data.n_steps:,} steps = {data.n_points:,} points a round in "
+          f"{args.batch_points:,}-point batches (JSON, serialized beforehand, 1 client, keep-alive), {args.rounds} rounds; "
+          f"{pg_settings(args.admin_url)}; {os.cpu_count()} CPUs; {args.code_version}")
+    print(f"- COPY floor: the same points one row each (run, step, metric, component, value, time) COPYed by psycopg into "
+          f"a bare table with one index, {args.batch_points:,}-row transactions")
+    print("- ingest: one uvicorn worker, DEBUG off, PostgreSQL, evaluation deferred (queued on Redis, no worker)\n")
+    print("| round | COPY floor rows/s | ingest points/s | ratio | ingest p50 a batch | web process CPU a batch | "
+          "PostgreSQL CPU a batch (ingest / floor) | failures |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    n_batches = math.ceil(data.n_points / args.batch_points)
+    for r, ((floor, ingest), x) in enumerate(zip(rounds, ratios), start=1):
+        print(f"| {r} | {floor['rate']:,.0f} | {ingest['rate']:,.0f} | {x:.2f}× | {ingest['p50'] * 1000:.0f} ms | "
+              f"{ingest['cpu'][0] / n_batches * 1000:.1f} ms | {ingest['cpu'][1] / n_batches * 1000:.1f} / "
+              f"{floor['cpu'][1] / n_batches * 1000:.1f} ms | {len(ingest['failures'])} |")
+    cpu_web = statistics.median(per_million(i["cpu"][0], i["points"]) for _, i in rounds)
+    print(f"\n- CPU seconds per million points, median of the rounds (a shared machine moves them less than the "
+          f"rates): the web process {cpu_web:.1f}; PostgreSQL "
+          f"{statistics.median(per_million(i['cpu'][1], i['points']) for _, i in rounds):.1f} for ingest, "
+          f"{statistics.median(per_million(f['cpu'][1], f['rows']) for f, _ in rounds):.1f} for the floor")
+    met = ratio >= FLOOR_TARGET and all(i["ok"] for _, i in rounds)
+    print(f"- ratio (median of {len(ratios)} rounds): {ratio:.2f}× the floor; target ≥ {FLOOR_TARGET:.2f}×: "
+          f"{'MET' if met else 'MISSED'}")
+    return 0 if met else 1
 
 
 # --------------------------------------------------------------------------------------
@@ -792,29 +968,44 @@ def parse_args(argv=None):
     p.add_argument("--drain-timeout", type=float, default=900.0, help="seconds to wait for the worker's backlog")
     p.add_argument("--drain-stall", type=float, default=60.0, help="stop waiting when the backlog has not moved for this long")
     p.add_argument("--no-vacuum-full", action="store_true", help="skip the informational VACUUM FULL figure")
+    p.add_argument("--floor", action="store_true",
+                   help="instead of the benchmark: ingest with one uvicorn worker and evaluation deferred against a COPY "
+                        "floor of the same points (default workload 54 series x 20,000 steps in 5,000-point batches)")
+    p.add_argument("--quick", action="store_true", help="with --floor: 54 series x 2,000 steps")
+    p.add_argument("--batch-points", type=int, default=5000, help="with --floor: points a batch, and rows a COPY transaction")
+    p.add_argument("--rounds", type=int, default=3, help="with --floor: rounds of floor then ingest (default 3)")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="instead of the benchmark: N batches in-process under cProfile (parse_json_batch + ingest_batch)")
     p.add_argument("--profile-warmup", type=int, default=20, help="batches stored before profiling (default 20)")
     p.add_argument("--profile-top", type=int, default=45, help="profile rows to print")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.floor:
+        # The issue's workload unless told otherwise.
+        defaults = p.parse_args([])
+        args.series = 54 if args.series == defaults.series else args.series
+        if args.steps == defaults.steps:
+            args.steps = 2_000 if args.quick else 20_000
+    return args
 
 
 def _on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def exclusive(admin_url: str):
-    """One benchmark at a time per PostgreSQL server: two runs would drop each other's databases
-    and flush each other's Redis db. The lock lives as long as this connection."""
+def exclusive(admin_url: str, db: str, redis_url: str):
+    """One benchmark at a time per database prefix and per Redis db: two runs on the same ones would drop
+    each other's databases and flush each other's Redis db. The locks live as long as this connection."""
     conn = psycopg.connect(admin_url, autocommit=True)
-    if not conn.execute("SELECT pg_try_advisory_lock(hashtext('warning-light benchmarks/ingest.py'))").fetchone()[0]:
-        holder = conn.execute(
-            "SELECT a.pid, a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-            "WHERE l.locktype = 'advisory' AND l.objid = hashtext('warning-light benchmarks/ingest.py')::oid"
-        ).fetchone()
-        who = f"PostgreSQL backend {holder[0]}, connected {holder[2]:%Y-%m-%d %H:%M:%S %Z}" if holder else "unknown"
-        raise SystemExit(f"another benchmarks/ingest.py run holds the benchmark lock ({who}); "
-                         "wait for it to finish: two runs would drop each other's databases")
+    for what in (f"databases {db}_*", f"Redis {redis_url}"):
+        key = f"warning-light benchmarks/ingest.py {what}"
+        if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+            holder = conn.execute(
+                "SELECT a.pid, a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+                "WHERE l.locktype = 'advisory' AND l.objid = hashtext(%s)::oid", (key,)
+            ).fetchone()
+            who = f"PostgreSQL backend {holder[0]}, connected {holder[2]:%Y-%m-%d %H:%M:%S %Z}" if holder else "unknown"
+            raise SystemExit(f"another benchmarks/ingest.py run holds the lock on its {what} ({who}); wait for it to "
+                             "finish, or give this one other --db / --redis-url: two runs would drop each other's databases")
     return conn
 
 
@@ -823,7 +1014,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _on_sigterm)
     # Started in the background (nohup, `&`), Python inherits SIGINT ignored: make Ctrl-C / kill -INT stop it anyway.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    lock = exclusive(args.admin_url)  # noqa: F841  (held until the process exits)
+    lock = exclusive(args.admin_url, args.db, args.redis_url)  # noqa: F841  (held until the process exits)
     clients = [int(c) for c in args.clients.split(",") if c.strip()]
     t = time.perf_counter()
     data = RunData(args.series, args.steps)
@@ -835,6 +1026,8 @@ def main(argv=None):
     if args.profile:
         profile(args, data, args.profile, args.profile_warmup)
         return 0
+    if args.floor:
+        return floor_ratio(args, data)
 
     bodies = [data.body(b) for b in range(data.n_batches)]
     npoints = [data.n_series * min(STEPS_PER_BATCH, data.n_steps - b * STEPS_PER_BATCH) for b in range(data.n_batches)]

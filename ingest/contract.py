@@ -19,9 +19,12 @@ import io
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import repeat
 
+import numpy as np
 import orjson
 
 MAX_ITEMS = 10_000  # points and events per request
@@ -145,18 +148,55 @@ class Event:
     detail: dict | None
 
 
+class PointColumns(Sequence):
+    """A JSON batch's points held as columns, as `common_points` checked them: read as the list of point tuples.
+
+    steps (int64) and values (float64) are arrays, times a float64 array with NaN where a point
+    gave no time (a sent time is never NaN); metrics and components are lists ("" for the run).
+    """
+
+    __slots__ = ("steps", "metrics", "components", "values", "times")
+
+    def __init__(self, steps, metrics, components, values, times):
+        self.steps, self.metrics, self.components, self.values, self.times = steps, metrics, components, values, times
+
+    def __len__(self):
+        return len(self.metrics)
+
+    def __iter__(self):
+        times = [None if t != t else t for t in self.times.tolist()]
+        return zip(self.steps.tolist(), self.metrics, self.components, self.values.tolist(), times, repeat(None))
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return list(self)[index]
+        when = float(self.times[index])
+        return (int(self.steps[index]), self.metrics[index], self.components[index], float(self.values[index]),
+                None if when != when else when, None)
+
+
 @dataclass
 class Batch:
     run: dict
     batch_id: str | None = None
     phases: list[Phase] = field(default_factory=list)
-    # (step, metric, component or "", value, time or None, layer or None), in arrival order
-    points: list[tuple] = field(default_factory=list)
+    # (step, metric, component or "", value, time or None, layer or None), in arrival order: a list of
+    # tuples, or PointColumns, which reads the same
+    points: Sequence[tuple] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
         return self.run["id"]
+
+    def step_range(self) -> tuple[int | None, int | None]:
+        """The lowest and highest step of the batch's points; (None, None) without points."""
+        if not len(self.points):
+            return None, None
+        if isinstance(self.points, PointColumns):
+            return int(self.points.steps.min()), int(self.points.steps.max())
+        steps = [p[0] for p in self.points]
+        return min(steps), max(steps)
 
 
 class _Errors:
@@ -476,6 +516,71 @@ def validate_phase(obj, path, errors, position=0) -> Phase | None:
 
 
 _FLOAT_EXACT_INT = 2**53
+_NONE = type(None)
+
+
+def common_points(points: list) -> PointColumns | None:
+    """A JSON batch's points checked a column at a time, when every one is the common well-formed kind.
+
+    That kind is what `fast_point` takes: an object of step (an integer in range), metric, value
+    (a float, an integer a float holds exactly, or "NaN", "Infinity", "-Infinity") and optionally
+    component and time, nothing else.
+    Checking columns instead of points makes a 5,000-point batch cost a few passes in C. When any
+    point is not of that kind this answers None and the caller checks point by point, so every
+    error is still named by its point.
+    """
+    if not points or set(map(type, points)) != {dict}:
+        return None
+    steps = [p.get("step") for p in points]
+    if set(map(type, steps)) != {int} or min(steps) < 0 or max(steps) > MAX_STEP:
+        return None
+    metrics = [p.get("metric") for p in points]
+    if set(map(type, metrics)) != {str} or not all(METRIC_RE.fullmatch(m) for m in set(metrics)):
+        return None
+    values = [p.get("value") for p in points]
+    kinds = set(map(type, values))
+    if not kinds <= {float, int, str}:
+        return None
+    if int in kinds:
+        exact = [v for v in values if type(v) is int]
+        if min(exact) < -_FLOAT_EXACT_INT or max(exact) > _FLOAT_EXACT_INT:
+            return None
+    if str in kinds:  # non-finite values, as the contract spells them
+        if not set(v for v in values if type(v) is str) <= NONFINITE_STRINGS.keys():
+            return None
+        values = [NONFINITE_STRINGS[v] if type(v) is str else v for v in values]
+    components = [p.get("component") for p in points]
+    kinds = set(map(type, components))
+    if not kinds <= {_NONE, str}:
+        return None
+    unnamed = components.count(None)
+    if str in kinds:
+        if not all(c is not None and COMPONENT_RE.fullmatch(c) for c in set(components) - {None}):
+            return None
+        if unnamed:
+            components = [c or "" for c in components]
+    else:
+        components = [""] * len(points)
+    times = [p.get("time") for p in points]
+    kinds = set(map(type, times))
+    if not kinds <= {_NONE, float, int}:
+        return None
+    untimed = times.count(None)
+    if int in kinds:
+        whole = [t for t in times if type(t) is int]
+        if min(whole) < 0 or max(whole) > MAX_TIME:
+            return None
+    # Every point holds step, metric and value; component and time where not None: any other key
+    # (layer, an unknown field, a null component or time) makes a point longer than that.
+    n = len(points)
+    if sum(map(len, points)) != 5 * n - unnamed - untimed:
+        return None
+    when = np.array(times, dtype=np.float64)  # None becomes NaN
+    sent = when[~np.isnan(when)]
+    # A NaN time (Python's bare token) is not a missing one; ±Infinity fails the range.
+    if len(sent) != n - untimed or not ((sent >= 0) & (sent <= MAX_TIME)).all():
+        return None
+    return PointColumns(np.array(steps, dtype=np.int64), metrics, components, np.array(values, dtype=np.float64), when)
 
 
 def fast_point(obj, names):
@@ -702,10 +807,13 @@ def parse_json_batch(body: bytes) -> Batch:
         for i, item in enumerate(obj.get("phases", [])):
             phases.append(validate_phase(item, f"phases[{i}]", errors))
     if type(points) is list:
-        metric_cache = set()
-        append = parsed_points.append
-        for i, item in enumerate(points):
-            append(fast_point(item, metric_cache) or validate_point(item, f"points[{i}]", errors, metric_cache))
+        parsed_points = common_points(points)
+        if parsed_points is None:
+            parsed_points = []
+            metric_cache = set()
+            append = parsed_points.append
+            for i, item in enumerate(points):
+                append(fast_point(item, metric_cache) or validate_point(item, f"points[{i}]", errors, metric_cache))
     if type(events) is list:
         for i, item in enumerate(events):
             parsed_events.append(validate_event(item, f"events[{i}]", errors))

@@ -2,17 +2,20 @@
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from ingest.contract import Batch, layer_for_metric, phase_kind
+import numpy as np
+from psycopg import Pipeline
+
+from ingest.contract import Batch, PointColumns, layer_for_metric, phase_kind
 from ingest.models import CATCH_ALL_SUFFIX
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
 from ingest.signals import announce_batch_stored, requested_actions
-from ingest.storage import BlockWriter, db_float, stored_steps
+from ingest.storage import BlockWriter, array_literal, db_float, execute_together, stored_steps
 
 log = logging.getLogger(__name__)
 
@@ -53,31 +56,55 @@ def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
 def _store_batch(project, batch: Batch, now) -> IngestResult:
     with transaction.atomic():
         run = locked_run(project, batch, now)
-        if batch.batch_id is not None:
-            seen = BatchReceipt.objects.filter(run=run, batch_id=batch.batch_id).first()
-            if seen is not None:
-                return IngestResult(run.run_id, seen.points, seen.events, seen.phases, True, seen.id, run.pk)
-        point_steps = [p[0] for p in batch.points]
-        receipt = BatchReceipt.objects.create(
+        lo, hi = batch.step_range()
+        receipt = BatchReceipt(
             run=run,
             batch_id=batch.batch_id,
             received_at=now,
             points=len(batch.points),
             events=len(batch.events),
             phases=len(batch.phases),
-            min_step=min(point_steps, default=None),
-            max_step=max(point_steps, default=None),
+            min_step=lo,
+            max_step=hi,
         )
+        if not _insert_receipt(receipt):
+            seen = BatchReceipt.objects.get(run=run, batch_id=batch.batch_id)
+            return IngestResult(run.run_id, seen.points, seen.events, seen.phases, True, seen.id, run.pk)
         arrival_steps = [e.step for e in batch.events] + [ph.step for ph in batch.phases]
         if receipt.min_step is not None:
             arrival_steps.append(receipt.min_step)
-        _update_identity(run, batch.run, receipt, min(arrival_steps, default=run.max_step), now)
-        _store_telemetry(run, batch, receipt, now)
+        changed = _update_identity(run, batch.run, receipt, min(arrival_steps, default=run.max_step), now)
+        statements = _store_telemetry(run, batch, receipt, now)
         run.last_seen_at = now
         # Only what ingest owns: status and last_step belong to evaluation, which may write them meanwhile.
-        run.save(update_fields=[*INGEST_OWNED_FIELDS, *IDENTITY_FIELDS])
+        if changed:
+            run.save(update_fields=[*INGEST_OWNED_FIELDS, *changed])
+        else:
+            statements.append(_run_progress(run))
+        execute_together(statements)
         transaction.on_commit(lambda: announce_batch_stored(receipt.id), robust=True)
     return IngestResult(run.run_id, receipt.points, receipt.events, receipt.phases, False, receipt.id, run.pk)
+
+
+def _insert_receipt(receipt) -> bool:
+    """Insert the receipt unless the run already holds its batch_id (a re-sent batch): False then.
+
+    One statement is both the idempotency check and the insert; the run's ingest lock
+    makes it race-free.
+    """
+    fields = [f for f in BatchReceipt._meta.concrete_fields if not f.primary_key]
+    qn = connection.ops.quote_name
+    sql = (f"INSERT INTO {qn(BatchReceipt._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+           f"VALUES ({', '.join(['%s'] * len(fields))}) "
+           "ON CONFLICT (run_id, batch_id) WHERE batch_id IS NOT NULL DO NOTHING RETURNING id")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [f.get_db_prep_save(getattr(receipt, f.attname), connection) for f in fields])
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    receipt.pk = row[0]
+    receipt._state.adding = False
+    return True
 
 
 def locked_run(project, batch: Batch, now) -> Run:
@@ -94,12 +121,21 @@ def locked_run(project, batch: Batch, now) -> Run:
         # Another project's catch-all (or one of a project not created yet): taking it first would
         # lock that project's Alertmanager alerts out of their own run.
         raise RunOfAnotherProject(run_id)
+    # Identity JSON the batch does not send is neither compared nor saved: left unread (config may be 256 KiB).
+    unsent = [name for name in ("config", "budget", "tags") if batch.run.get(name) is None]
+    runs = Run.objects.filter(run_id=run_id).defer(*unsent)
     if connection.vendor == "postgresql":
         # Keyed by the id's hash, so the lock comes before the run's row is even read:
         # concurrent first batches of a new run queue here instead of racing to create it.
-        with connection.cursor() as cursor:
+        # The transaction's BEGIN, the lock and the read travel together (psycopg's pipeline mode): one
+        # round trip, and still in order, so the read sees what the lock's last holder committed.
+        connection.ensure_connection()
+        together = connection.connection.pipeline() if Pipeline.is_supported() else nullcontext()  # libpq >= 14
+        with together, connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [run_id])
-    run = Run.objects.filter(run_id=run_id).first()
+            run = runs.first()
+    else:
+        run = runs.first()
     if run is None:
         try:
             with transaction.atomic():
@@ -112,8 +148,18 @@ def locked_run(project, batch: Batch, now) -> Run:
     return run
 
 
-def _update_identity(run: Run, sent: dict, receipt, step, now):
+def _run_progress(run: Run):
+    """The statement saving what ingest owns of the run (INGEST_OWNED_FIELDS), sent with the batch's last ones."""
+    fields = [Run._meta.get_field(name) for name in INGEST_OWNED_FIELDS]
+    qn = connection.ops.quote_name
+    return (f"UPDATE {qn(Run._meta.db_table)} SET {', '.join(f'{qn(f.column)} = %s' for f in fields)} WHERE id = %s",
+            [*(f.get_db_prep_save(getattr(run, f.attname), connection) for f in fields), run.pk])
+
+
+def _update_identity(run: Run, sent: dict, receipt, step, now) -> list[str]:
+    """Identity fields the batch changes, set on `run`; a change of a field that held a value is kept as a row."""
     changes = []
+    changed = []
     for name in IDENTITY_FIELDS:
         if name not in sent or sent[name] is None:
             continue
@@ -125,7 +171,9 @@ def _update_identity(run: Run, sent: dict, receipt, step, now):
             # A change of what the run *is* is evidence: keep it as a row, never overwrite silently.
             changes.append(IdentityChange(run=run, field=name, old=old, new=new, step=step, changed_at=now, receipt=receipt))
         setattr(run, name, new)
+        changed.append(name)
     IdentityChange.objects.bulk_create(changes)
+    return changed
 
 
 class _AttemptTracker:
@@ -154,16 +202,44 @@ class _AttemptTracker:
             run.max_step = step
 
 
-def _store_telemetry(run: Run, batch: Batch, receipt, now):
+def _point_arrays(points):
+    """A batch's points as arrays grouped by series: (keys, steps, values, times, bounds, repeats, layers).
+
+    Points are ordered by series (first appearance) then step; series i's are [bounds[i], bounds[i+1]).
+    Times are NaN where a point gave none; `repeats` says some series holds a step twice;
+    `layers` maps a series key to the last layer its points named.
+    """
+    layers = {}
+    if isinstance(points, PointColumns):
+        steps, metrics, components, values, times = (points.steps, points.metrics, points.components, points.values,
+                                                     points.times)
+    else:
+        steps, metrics, components, values, times, sent_layers = zip(*points)
+        steps = np.array(steps, dtype=np.int64)
+        values = np.array(values, dtype=np.float64)
+        times = np.array(times, dtype=np.float64)  # None becomes NaN
+        if any(sent_layers):
+            layers = {(m, c): layer for m, c, layer in zip(metrics, components, sent_layers) if layer}
+    index = {key: code for code, key in enumerate(dict.fromkeys(zip(metrics, components)))}  # in order of first appearance
+    codes = np.fromiter(map(index.__getitem__, zip(metrics, components)), dtype=np.int64, count=len(metrics))
+    order = np.lexsort((steps, codes))
+    codes, steps, values, times = codes[order], steps[order], values[order], times[order]
+    repeats = bool(np.any((codes[1:] == codes[:-1]) & (steps[1:] == steps[:-1])))
+    bounds = np.searchsorted(codes, np.arange(len(index) + 1)).tolist()
+    return list(index), steps, values, times, bounds, repeats, layers
+
+
+def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
+    """Stores the batch's points, phases and events; answers the statements left to send [(sql, params)]:
+    the series' progress and the rollups, which nothing reads before commit."""
     received_at = now.timestamp()
     attempts = _AttemptTracker(run, now)
     series_by_key = {(s.metric, s.component): s for s in Series.objects.filter(run=run)}
-    groups = defaultdict(list)
-    for point in batch.points:
-        groups[(point[1], point[2])].append(point)
+    keys, steps, values, times, bounds, repeats, layers = _point_arrays(batch.points) if len(batch.points) else (
+        [], None, None, None, [0], False, {})
     new_series = {}
-    for key, points in groups.items():
-        layer = next((p[5] for p in reversed(points) if p[5]), None)
+    for key in keys:
+        layer = layers.get(key)
         series = series_by_key.get(key)
         if series is None:
             series = Series(run=run, metric=key[0], component=key[1], layer=layer or layer_for_metric(key[0]))
@@ -196,24 +272,28 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now):
                 )
             )
 
-    columns = {key: tuple(zip(*points)) for key, points in groups.items()}
-    if not any(ph.phase == "restart" for ph in phases) and _only_new_steps(series_by_key, columns):
+    spans = {key: (bounds[i], bounds[i + 1]) for i, key in enumerate(keys)}
+    if not repeats and not any(ph.phase == "restart" for ph in phases) and _only_new_steps(series_by_key, spans, steps):
         # The common case: no step of this batch was stored before, so none is a re-send.
         apply_phases(len(batch.points))
-        for key, cols in columns.items():
+        for key, (lo, hi) in spans.items():
             series = series_by_key[key]
-            writer.add_all_fresh(series, run.attempt, cols)
-            series.max_step = max(series.max_step, max(cols[0]))
-            sent_times = [t for t in cols[4] if t is not None]
-            latest = max(sent_times) if len(sent_times) == len(cols[4]) else max([received_at, *sent_times])
+            sent = times[lo:hi]
+            missing = np.isnan(sent)
+            writer.add_sorted_fresh(series, run.attempt, steps[lo:hi], values[lo:hi], sent, missing)
+            series.max_step = max(series.max_step, int(steps[hi - 1]))
+            if not missing.any():
+                latest = float(sent.max())
+            else:
+                latest = received_at if missing.all() else max(received_at, float(sent[~missing].max()))
             series.last_time = max(series.last_time or 0.0, latest)
             attempts.saw(series.max_step)
     else:
         _place_points_in_order(run, batch, series_by_key, attempts, writer, apply_phases, received_at)
 
     Series.objects.bulk_create(new_series.values())
-    _save_series_progress([series_by_key[k] for k in groups if k not in new_series])
-    writer.write()
+    statements = _series_progress([series_by_key[k] for k in keys if k not in new_series])
+    statements += writer.write()
     Phase.objects.bulk_create(phase_rows)
     Event.objects.bulk_create(
         [
@@ -231,50 +311,48 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now):
             for e in batch.events
         ]
     )
+    return statements
 
 
-def _only_new_steps(series_by_key, columns) -> bool:
-    """True when no series holds any step of this batch yet and no step repeats within it.
+def _only_new_steps(series_by_key, spans, steps) -> bool:
+    """True when no series holds any step of this batch yet (steps within a series are sorted and distinct).
 
     Steps above a series' highest step are new without a look-up; a batch that
     arrives late (several clients, retries) costs one query on block ranges.
     """
     below = []
     lo, hi = None, None
-    for key, cols in columns.items():
-        steps = cols[0]
-        if len(set(steps)) != len(steps):
-            return False
+    for key, (start, end) in spans.items():
         series = series_by_key[key]
-        first = min(steps)
+        first, last = int(steps[start]), int(steps[end - 1])
         if first <= series.max_step and series.pk is not None:
             below.append(series.pk)
             lo = first if lo is None else min(lo, first)
-            hi = max(steps) if hi is None else max(hi, max(steps))
+            hi = last if hi is None else max(hi, last)
     if not below:
         return True
     return not Block.objects.filter(series_id__in=below, first_step__lte=hi, last_step__gte=lo).exists()
 
 
-def _save_series_progress(series_list):
-    """One statement on PostgreSQL (a batch touches every series of a run); SQLite is in-process anyway."""
+def _series_progress(series_list):
+    """The statements saving the series' layer, highest step and latest time: [(sql, params)].
+
+    One statement on PostgreSQL (a batch touches every series of a run), sent with the rollup
+    merge in one round trip; SQLite is in-process anyway.
+    """
     if not series_list:
-        return
+        return []
     table = connection.ops.quote_name(Series._meta.db_table)
     rows = [(s.pk, s.layer, s.max_step, s.last_time) for s in series_list]
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            values = ", ".join(["(%s::bigint, %s::varchar, %s::bigint, %s::double precision)"] * len(rows))
-            cursor.execute(
-                f"UPDATE {table} AS s SET layer = v.layer, max_step = v.max_step, last_time = v.last_time "
-                f"FROM (VALUES {values}) AS v(id, layer, max_step, last_time) WHERE s.id = v.id",
-                [x for row in rows for x in row],
-            )
-        else:
-            cursor.executemany(
-                f"UPDATE {table} SET layer = %s, max_step = %s, last_time = %s WHERE id = %s",
-                [(layer, max_step, last_time, pk) for pk, layer, max_step, last_time in rows],
-            )
+    if connection.vendor == "postgresql":
+        ids, layers, max_steps, last_times = zip(*rows)
+        # Arrays, not a VALUES row per series: the statement's text stays the same from batch to batch.
+        return [(f"UPDATE {table} AS s SET layer = v.layer, max_step = v.max_step, last_time = v.last_time "
+                 "FROM unnest(%s::bigint[], %s::varchar[], %s::bigint[], %s::double precision[]) "
+                 "AS v(id, layer, max_step, last_time) WHERE s.id = v.id",
+                 [array_literal(ids), list(layers), array_literal(max_steps), array_literal(last_times)])]
+    sql = f"UPDATE {table} SET layer = %s, max_step = %s, last_time = %s WHERE id = %s"
+    return [(sql, [layer, max_step, last_time, pk]) for pk, layer, max_step, last_time in rows]
 
 
 def _place_points_in_order(run, batch, series_by_key, attempts, writer, apply_phases, received_at):
