@@ -4,6 +4,7 @@ project with the starter pack, a token), uvicorn, and `celery -A opsconsole work
 Reuses benchmarks/ingest.py's database, environment and run-data helpers (imported as `bench`)."""
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import subprocess
@@ -108,3 +109,18 @@ def percentiles(values):
 def machine() -> str:
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     return f"{os.cpu_count()} CPU cores; uptime: {load}"
+
+
+def deployment_arguments(description: str, db: str, steps: int, quick_steps: int):
+    """The options both deployment benchmarks take: where to deploy, and the runs' shape."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--admin-url", default=os.environ.get("BENCH_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
+    p.add_argument("--db", default=db, help=f"database to drop and recreate (default {db})")
+    p.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
+                   help="Redis db to flush and use (default db 15)")
+    p.add_argument("--runs", type=int, default=4)
+    p.add_argument("--series", type=int, default=54)
+    p.add_argument("--steps", type=int, default=steps, help="steps per run (100 a batch)")
+    p.add_argument("--quick", action="store_true", help=f"{quick_steps:,} steps per run")
+    return p
+

@@ -29,11 +29,9 @@ Prints the workload, achieved points/s, the ingest response times, the evaluatio
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import http.client
 import math
-import os
 import sys
 import tempfile
 import threading
@@ -47,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the repository root first: benchmarks/ingest.py would shadow the `ingest` app
 
 from benchmarks import ingest as bench  # noqa: E402
-from benchmarks.deployment import Console, machine, percentiles, run_body  # noqa: E402
+from benchmarks.deployment import Console, deployment_arguments, machine, percentiles, run_body  # noqa: E402
 
 TARGET_P95 = 1.0  # seconds
 NAN_EVERY = 3  # batches: a NaN loss at step 50 of batch 1, 4, 7, ...
@@ -180,15 +178,7 @@ def fmt(p):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    p.add_argument("--admin-url", default=os.environ.get("BENCH_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
-    p.add_argument("--db", default="wl_bench_latency", help="database to drop and recreate (default wl_bench_latency)")
-    p.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
-                   help="Redis db to flush and use (default db 15)")
-    p.add_argument("--runs", type=int, default=4)
-    p.add_argument("--series", type=int, default=54)
-    p.add_argument("--steps", type=int, default=6000, help="steps per run (100 a batch)")
-    p.add_argument("--quick", action="store_true", help="2,000 steps per run")
+    p = deployment_arguments(__doc__.split("\n")[1], "wl_bench_latency", steps=6000, quick_steps=2000)
     p.add_argument("--rate", type=float, default=50_000, help="points/s, all runs together (default 50,000)")
     p.add_argument("--web", type=int, default=2, help="uvicorn --workers (default 2)")
     p.add_argument("--celery", type=int, default=1, help="celery worker processes (-c, default 1)")

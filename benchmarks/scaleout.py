@@ -22,8 +22,6 @@ in parallel, so the speed-up is bounded by the number of runs as well as by the 
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -32,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the repository root first: benchmarks/ingest.py would shadow the `ingest` app
 
 from benchmarks import ingest as bench  # noqa: E402
-from benchmarks.deployment import Console, machine, run_body  # noqa: E402
+from benchmarks.deployment import Console, deployment_arguments, machine, run_body  # noqa: E402
 
 QUEUE_ALL = (
     "import time\n"
@@ -69,15 +67,7 @@ def drain(args, bodies, processes: int, logdir: Path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    p.add_argument("--admin-url", default=os.environ.get("BENCH_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
-    p.add_argument("--db", default="wl_bench_scaleout", help="database to drop and recreate (default wl_bench_scaleout)")
-    p.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
-                   help="Redis db to flush and use (default db 15)")
-    p.add_argument("--runs", type=int, default=4)
-    p.add_argument("--series", type=int, default=54)
-    p.add_argument("--steps", type=int, default=3000, help="steps per run (100 a batch; at least 1,100)")
-    p.add_argument("--quick", action="store_true", help="1,200 steps per run")
+    p = deployment_arguments(__doc__.split("\n")[1], "wl_bench_scaleout", steps=3000, quick_steps=1200)
     p.add_argument("--processes", default="1,2", help="worker process counts to compare (default 1,2)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for one drain")
     args = p.parse_args(argv)

@@ -9,18 +9,14 @@ instead of skipping it.
 """
 import datetime as dt
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from tests.conftest import IN_CI
-from tests.process_support import free_port, wait_for
+from tests.process_support import running_alertmanager, wait_for
 
-BINARY = "prometheus-alertmanager"
 README = Path(__file__).resolve().parent.parent / "README.md"
 GPU5 = {"alertname": "GpuXidError", "run": "llama-ft-7", "instance": "node3:9400", "gpu": "5", "condition": "dead"}
 CATCH_ALL = "pretrain/unassigned"
@@ -42,41 +38,10 @@ def readme_config(url, token_file) -> str:
 
 @pytest.fixture
 def alertmanager(console_server, token, tmp_path):
-    binary = shutil.which(BINARY)
-    if binary is None:
-        message = f"needs Debian's {BINARY} (apt-get install prometheus-alertmanager; bin/test installs it)"
-        if IN_CI:
-            pytest.fail(f"CI must run this test, but {message}")
-        pytest.skip(message)
     token_file = tmp_path / "token"
     token_file.write_text(token)
-    config = tmp_path / "alertmanager.yml"
-    config.write_text(readme_config(console_server.url, token_file))
-    port = free_port()
-    log = tmp_path / "alertmanager.log"
-    with open(log, "wb") as stderr:
-        # No cluster: a lone Alertmanager otherwise waits for gossip to settle before its first notification.
-        process = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-             "--cluster.listen-address=", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=stderr,
-        )
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
-
-    def ready():
-        assert process.poll() is None, log.read_text()
-        try:
-            return client.get("/-/ready").status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_for("Alertmanager to start", ready)
+    with running_alertmanager(readme_config(console_server.url, token_file), tmp_path) as client:
         yield client
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        client.close()
 
 
 def notifications(alertmanager, name):

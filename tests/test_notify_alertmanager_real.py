@@ -6,53 +6,21 @@ not under test); the test reads its own API, `GET /api/v2/alerts`, as amtool doe
 fails this test instead of skipping it (`bin/test` installs the package).
 """
 import datetime as dt
-import shutil
-import subprocess
 
-import httpx
 import pytest
 import yaml
 
 from notifications import tasks
 from notifications.models import Delivery, Notification
-from tests.conftest import IN_CI
 from tests.notify_support import calm, fire, make_channel, spike_rule
-from tests.test_alertmanager_real import BINARY, free_port, wait_for
+from tests.process_support import running_alertmanager
 
 
 @pytest.fixture
 def team_alertmanager(tmp_path):
-    binary = shutil.which(BINARY)
-    if binary is None:
-        message = f"needs Debian's {BINARY} (apt-get install prometheus-alertmanager; bin/test installs it)"
-        if IN_CI:
-            pytest.fail(f"CI must run this test, but {message}")
-        pytest.skip(message)
-    config = tmp_path / "alertmanager.yml"
-    config.write_text(yaml.safe_dump({"route": {"receiver": "team"}, "receivers": [{"name": "team"}]}))
-    port = free_port()
-    log = tmp_path / "alertmanager.log"
-    with open(log, "wb") as stderr:
-        process = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=stderr)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
-
-    def ready():
-        assert process.poll() is None, log.read_text()
-        try:
-            return client.get("/-/ready").status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_for("Alertmanager to start", ready)
+    config = {"route": {"receiver": "team"}, "receivers": [{"name": "team"}]}
+    with running_alertmanager(yaml.safe_dump(config), tmp_path) as client:
         yield client
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        client.close()
 
 
 def alerts_of(alertmanager, run_id):
