@@ -111,7 +111,7 @@ def measure(args, url, env):
 
 def main(argv=None):
     args = parse_args(argv)
-    lock = bench.exclusive(args.admin_url)  # noqa: F841  (one benchmark at a time: builds drop databases, flush Redis)
+    lock = bench.exclusive(args.admin_url, args.db, args.redis_url)  # noqa: F841  (one benchmark at a time: builds drop databases, flush Redis)
     data = bench.RunData(args.series, args.steps)
     url = bench.db_url(args.admin_url, args.db)
     env = bench.service_env(url, args.redis_url)

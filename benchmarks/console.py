@@ -966,7 +966,7 @@ def main(argv=None):
     if args.series < 23:
         raise SystemExit("--series must be at least 23 (the measured grad_norm@layers.3 is the 23rd series)")
     wall_start = time.perf_counter()
-    lock = bench.exclusive(args.admin_url)  # noqa: F841  (held until the process exits)
+    lock = bench.exclusive(args.admin_url, args.db, args.redis_url)  # noqa: F841  (held until the process exits)
     data = bench.RunData(args.series, args.steps)
     url = bench.db_url(args.admin_url, args.db)
     env = bench.service_env(url, args.redis_url)
