@@ -7,11 +7,11 @@ an outcome (`retry` for what may pass: 5xx, 429, timeouts, refused connections),
 """
 import importlib
 import json
-import math
 import socket
 import urllib.error
 import urllib.request
 
+from ingest.wire import wire_value
 from notifications.message import ChannelTarget, DeliveryOutcome, IncidentMessage
 
 USER_AGENT = "WarningLight-Notifier/1"
@@ -34,10 +34,8 @@ def short(text: str, limit: int = 300) -> str:
 
 
 def finite(value):
-    """Non-finite magnitudes travel as the strings "NaN", "Infinity", "-Infinity" (as the API writes them)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-    return value
+    """A magnitude in the API's wire form: non-finite ones as "NaN", "Infinity", "-Infinity"; None stays None."""
+    return wire_value(value) if isinstance(value, float) else value
 
 
 def message_json(message: IncidentMessage) -> dict:
