@@ -8,6 +8,8 @@ COPY alerts ./alerts
 COPY runs ./runs
 COPY reviews ./reviews
 COPY audit ./audit
+COPY notifications ./notifications
+COPY exports ./exports
 RUN pip install --no-cache-dir .
 COPY . .
 RUN SECRET_KEY=build ALLOWED_HOSTS=build python manage.py collectstatic --noinput -v 0

@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass
 from django.db.models import Q
 
 from alerts import evaluation
-from alerts.models import Alert, AlertState, PermittedResponse, RuleKind, Verdict
+from alerts.fatigue import PAGING_RESPONSES
+from alerts.models import Alert, AlertState, RuleKind, Verdict
 from ingest.models import BatchReceipt, Block, Series
 
 MAX_RUNS = 200
-PAGING_RESPONSES = {PermittedResponse.NOTIFY, PermittedResponse.REVIEW}
 
 # What a replay cannot reproduce, said rather than guessed; every result carries these.
 LIMITS = [
@@ -145,14 +145,20 @@ def replay_run(rule, run):
     return evaluator.would_be, None
 
 
-def wilson(successes, n, z=1.96):
-    """The Wilson score interval of a proportion (95% by default); None when there is nothing to rest on."""
+Z95 = 1.959963984540054  # the two-sided 95% normal quantile
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """The Wilson score interval of a proportion (95% by default); None when there is nothing to rest on.
+
+    One formula for the backtest's predicted false alarms and the audit report's false-alarm rate."""
     if n == 0:
         return None
     p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def predicted_false_alarms(would_be, runs_by_id):

@@ -3,8 +3,6 @@
 It must stay idempotent: the task claims the batch and marks it evaluated in
 the same transaction, so a batch is judged once even if a worker dies.
 """
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from alerts import signals
@@ -23,12 +21,6 @@ def evaluate(receipt):
     touched = Block.objects.filter(receipt=receipt).values_list("series__metric", "series__component")
     publish_points(run, receipt, touched.order_by("series__metric", "series__component").distinct())
     alerting = evaluate_rules(receipt, run)
-    # The run's row is written only now, after the rules: an update holds the row's lock until evaluation
-    # commits, and the run's next ingest (which saves the row) would wait out the whole evaluation behind it.
-    updates = {"evaluated_at": now}
-    if receipt.max_step is not None:
-        updates["last_step"] = Greatest(Coalesce(F("last_step"), Value(-1)), Value(receipt.max_step))
-    Run.objects.filter(pk=run.pk).update(**updates)
     budget_steps = (run.budget or {}).get("steps")
     if alerting:
         status = RunStatus.ALERTING
@@ -36,7 +28,11 @@ def evaluate(receipt):
         status = RunStatus.FINISHED
     else:
         status = RunStatus.HEALTHY
-    if Run.objects.filter(pk=run.pk).exclude(status=status).update(status=status):
-        publish_status(run, status, run.status)
+    if status != run.status:
+        publish_status(run, status, run.status)  # a frame, sent when this evaluation commits
     group_new_alerts(run, receipt, now)  # the batch's new alerts into incidents (alerts/incidents.py)
     signals.batch_evaluated.send(sender=None, run=run, receipt=receipt, now=now)
+    # The run's row is written once, last: an update holds the row's lock until evaluation commits, and the
+    # run's next ingest (which saves the row) would otherwise wait out the evaluation behind it. The run's
+    # batches are judged one at a time under its evaluation lock (alerts/tasks.py), so what was read is current.
+    Run.objects.filter(pk=run.pk).update(evaluated_at=now, last_step=run.last_step, status=status)

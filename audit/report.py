@@ -17,7 +17,6 @@ Definitions (the README repeats them):
   firing time (the union of its alerts' [fired_at, resolved_at or until), within the period) that the mutes
   cover.
 """
-import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,12 +25,12 @@ from statistics import median
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 
+from alerts.backtest import wilson
 from alerts.fatigue import false_pages_by_rule
-from alerts.models import Alert, AlertChange, ChangeKind, Mute, Rule, RuleRevision, Verdict
+from alerts.models import Alert, AlertChange, ChangeKind, Mute, MuteEndReason, Rule, RuleRevision, Verdict
 from audit.models import LinkCheck
 from opsconsole.models import Membership
 
-Z95 = 1.959963984540054  # the two-sided 95% normal quantile
 FALSE_ALARM_FLAG_RATE = 0.5  # flagged above this rate ...
 FALSE_ALARM_FLAG_MIN_VERDICTS = 5  # ... when it rests on at least this many verdicts
 MUTED_FLAG_SHARE = 0.25  # flagged when muted more than this share of its firing time
@@ -67,17 +66,6 @@ def days_before(moment: datetime, days: int) -> datetime:
         return moment - timedelta(days=days)
     except OverflowError:
         return datetime.min.replace(tzinfo=moment.tzinfo)
-
-
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """The Wilson score interval of k successes in n trials; None without trials."""
-    if n == 0:
-        return None
-    p = k / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def union(intervals) -> list[tuple[datetime, datetime]]:
@@ -171,7 +159,7 @@ def rule_figures(rule: Rule, period: Period, *, members: set[int], users, false_
     muted_while_firing = total_seconds(intersection(firing, muted))
     ended_early = []
     for m in mutes:
-        if m.ended_at is not None and m.ended_at < m.expires_at:
+        if m.end_reason == MuteEndReason.ENDED_BY_PERSON:  # not one the sweep ended as unused
             by = m.ended_by
             ended_early.append({"mute": m.pk, "ended_at": m.ended_at.isoformat(), "expires_at": m.expires_at.isoformat(),
                                 "ended_by": by.get_username() if by is not None else None})
@@ -184,7 +172,8 @@ def rule_figures(rule: Rule, period: Period, *, members: set[int], users, false_
             in_period.append({"at": r.changed_at.isoformat(), "action": r.action, "by": r.changed_by.get_username() if r.changed_by else None,
                               "source": r.source, "changed": changed_keys(previous, r.snapshot)})
         previous = r.snapshot
-    link = LinkCheck.objects.filter(rule=rule).order_by("-checked_at", "-pk").first()
+    # The newest check of the link the rule has now: a check of a link since replaced says nothing of it.
+    link = LinkCheck.objects.filter(rule=rule, url=rule.diagnostic_url).order_by("-checked_at", "-pk").first()
     named = owner_users(rule.owner, users)
 
     row = {

@@ -2,10 +2,12 @@
 import logging
 import urllib.error
 import urllib.request
+from urllib.parse import urlencode
 
 from celery import shared_task
 from django.conf import settings
 from django.core.mail import send_mail
+from django.urls import reverse
 from django.utils import timezone
 
 from alerts.models import Rule
@@ -72,7 +74,8 @@ def report_text(data: dict) -> str:
         lines.append(f"{row['rule']}: {row['fires']} alerts, {row['triaged']} triaged, false alarms {row['false_alarms']} "
                      f"of {row['verdicts']} ({rate}), {row['mutes']} mutes")
         lines.extend(f"  FLAG {f['flag']}: {f['figure']}" for f in row["flags"])
-    lines += ["", f"The full report: {settings.CONSOLE_URL}/reports/rules/?project={data['project']}"]
+    query = urlencode({"project": data["project"], "owner": data["owner"], "since": data["since"], "until": data["until"]})
+    lines += ["", f"The full report: {settings.CONSOLE_URL}{reverse('console:reports-rules')}?{query}"]
     return "\n".join(lines)
 
 

@@ -261,9 +261,14 @@ def array_literal(values) -> str:
 
     The driver's own list adaptation, on the client-side binding Django uses, costs more than
     the statements it serves (measured: ~2 ms a 5,000-point batch for a dozen 54-element arrays).
-    str() keeps every double exact (numpy scalars too), and PostgreSQL reads its nan, inf and -inf.
+    Every element is made a number here (repr keeps a double exact, and PostgreSQL reads its nan, inf and
+    -inf), so nothing else can ever reach the literal: a string would raise instead of adding elements.
     """
-    return "{" + ",".join("NULL" if v is None else str(v) for v in values) + "}"
+    return "{" + ",".join("NULL" if v is None else _number(v) for v in values) + "}"
+
+
+def _number(value) -> str:
+    return str(int(value)) if isinstance(value, (int, np.integer)) else repr(float(value))
 
 
 def execute_together(statements):

@@ -4,7 +4,7 @@ import json
 from django import forms
 from django.core.exceptions import ValidationError
 
-from notifications.channels import channel_errors, snapshot
+from notifications.channels import changed_fields, channel_errors, snapshot
 from notifications.models import Channel, ChannelKind
 
 
@@ -64,7 +64,7 @@ class ChannelForm(forms.Form):
             channel.secret = ""
         elif self.cleaned_data["secret"]:
             channel.secret = self.cleaned_data["secret"]
-        changed = [f for f in before if before[f] != getattr(channel, f)] if self.channel else None
+        changed = changed_fields(before, channel) if self.channel else None
         return channel, changed
 
     def add_model_errors(self, exc: ValidationError):

@@ -2,7 +2,8 @@
 import time
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.urls import reverse
 from django.utils import timezone
 
 from notifications import routing, senders
@@ -10,19 +11,23 @@ from notifications.message import IncidentMessage
 from notifications.models import Channel, Delivery, DeliveryStatus, Notification, NotificationState
 
 
-def channel_status(channel: Channel) -> dict:
-    counts = Notification.objects.filter(channel=channel).aggregate(
+def with_status(channels) -> list[Channel]:
+    """Channels with `.status` set: the last try, failed and retrying counts (what pages and the API show).
+
+    Three queries for any number of channels: counts grouped by channel, each channel's newest try's id, the tries.
+    """
+    channels = list(channels)
+    ids = [c.pk for c in channels]
+    counts = {row.pop("channel"): row for row in Notification.objects.filter(channel__in=ids).values("channel").annotate(
         failed=Count("pk", filter=Q(state=NotificationState.FAILED)),
         retrying=Count("pk", filter=Q(state=NotificationState.QUEUED, tries__gt=0)),
-    )
-    return {"last_delivery": Delivery.objects.filter(channel=channel).select_related("notification").first(), **counts}
-
-
-def with_status(channels) -> list[Channel]:
-    """Channels with `.status` set (what the pages list)."""
-    channels = list(channels)
+    ).order_by()}
+    newest = Delivery.objects.filter(channel=OuterRef("pk")).order_by(*Delivery._meta.ordering).values("pk")[:1]
+    last_of = dict(Channel.objects.filter(pk__in=ids).annotate(last=Subquery(newest)).values_list("pk", "last"))
+    tries = Delivery.objects.select_related("notification").in_bulk([pk for pk in last_of.values() if pk is not None])
     for channel in channels:
-        channel.status = channel_status(channel)
+        channel.status = {"last_delivery": tries.get(last_of.get(channel.pk)),
+                          **counts.get(channel.pk, {"failed": 0, "retrying": 0})}
     return channels
 
 
@@ -39,11 +44,11 @@ def failed_notifications(project, since=None, until=None) -> list[dict]:
 
 def test_message(channel: Channel, now) -> IncidentMessage:
     project = channel.project
+    page = settings.CONSOLE_URL + reverse("console:channel", args=[channel.pk])
     return IncidentMessage(
         event="test", incident_id=0, project=project.slug, run_id="warning-light-test", run_pk=0, run_tags={},
         rule="test-message", rule_kind="test", severity="notify", component="", metric="", step=0, magnitude=None,
-        magnitude_unit="", owner="Warning Light", runbook_url=f"{settings.CONSOLE_URL}/channels/{channel.pk}/",
-        run_url=f"{settings.CONSOLE_URL}/channels/{channel.pk}/", incident_url=f"{settings.CONSOLE_URL}/channels/{channel.pk}/",
+        magnitude_unit="", owner="Warning Light", runbook_url=page, run_url=page, incident_url=page,
         alerts=0, opened_at=now, resolved_at=now, summary=f"A test message from Warning Light to channel {channel.name}",
         labels={"run": "warning-light-test", "rule": "test-message", "severity": "notify", "project": project.slug,
                 "incident": "test"},

@@ -110,7 +110,9 @@ def deliver_now(notification_id) -> bool:
         Delivery.objects.create(notification=notification, channel=notification.channel, attempt=notification.tries,
                                 at=done, duration_ms=duration, status=status, status_code=outcome.status_code,
                                 detail=outcome.detail)
-        Notification.objects.filter(pk=notification.pk, state=NotificationState.SENDING).update(
+        # This try's own claim only: if the sweep took back a try that ran too long and another worker claimed it,
+        # that worker's answer is the one to keep.
+        Notification.objects.filter(pk=notification.pk, state=NotificationState.SENDING, tries=notification.tries).update(
             state=state, claimed_at=None, sent_at=done if outcome.ok else None,
             next_try_at=done + timedelta(seconds=retry_in) if retry_in is not None else None)
     if retry_in is not None:
@@ -126,19 +128,27 @@ def refresh_now(notification_id) -> bool:
     """Push a firing incident to an Alertmanager again, before the `endsAt` of the last push passes."""
     now = timezone.now()
     due = now - timedelta(seconds=settings.NOTIFY_ALERTMANAGER_REFRESH_SECONDS)
-    claimed = Notification.objects.filter(
-        pk=notification_id, state=NotificationState.SENT, event=NotifyEvent.OPENED, sent_at__lte=due,
-        channel__kind=ChannelKind.ALERTMANAGER, channel__enabled=True,
-    ).exclude(incident__state=IncidentState.RESOLVED).update(sent_at=now, tries=F("tries") + 1)
+    claimed = _firing_pushes(due).filter(pk=notification_id).update(sent_at=now)
     if not claimed:
         return False
     notification = Notification.objects.select_related("channel", "incident__run__project", "incident__origin__rule").get(pk=notification_id)
+    if routing.held(notification.incident):
+        return False  # muted since it was pushed: left to expire at its endsAt rather than renewed
     outcome, duration = _send(notification.channel, notification.incident, notification.event)
+    # A failed refresh is not retried on its own: the next sweep pushes again, as it does every interval.
     Delivery.objects.create(notification=notification, channel=notification.channel, attempt=notification.tries,
                             at=timezone.now(), duration_ms=duration, status_code=outcome.status_code,
-                            status=DeliveryStatus.OK if outcome.ok else DeliveryStatus.RETRYING,
+                            status=DeliveryStatus.OK if outcome.ok else DeliveryStatus.FAILED,
                             detail=senders.short("refresh" + (f": {outcome.detail}" if outcome.detail else "")))
     return outcome.ok
+
+
+def _firing_pushes(pushed_before):
+    """Incidents still firing that an Alertmanager was last pushed before `pushed_before`: due a refresh."""
+    return Notification.objects.filter(
+        state=NotificationState.SENT, event=NotifyEvent.OPENED, sent_at__lte=pushed_before,
+        channel__kind=ChannelKind.ALERTMANAGER, channel__enabled=True,
+    ).exclude(incident__state=IncidentState.RESOLVED)
 
 
 def sweep_now(now=None) -> dict:
@@ -155,13 +165,11 @@ def sweep_now(now=None) -> dict:
             break  # the broker went away: the next sweep takes the rest
         queued += 1
     stale = now - timedelta(seconds=settings.NOTIFY_ALERTMANAGER_REFRESH_SECONDS)
-    firing = list(Notification.objects.filter(
-        state=NotificationState.SENT, event=NotifyEvent.OPENED, sent_at__lte=stale,
-        channel__kind=ChannelKind.ALERTMANAGER, channel__enabled=True,
-    ).exclude(incident__state=IncidentState.RESOLVED).values_list("pk", flat=True)[:SWEEP_LIMIT])
-    for pk in firing:
+    refreshing = 0
+    for pk in _firing_pushes(stale).values_list("pk", flat=True)[:SWEEP_LIMIT]:
         if refresh.app.conf.task_always_eager:
             refresh_now(pk)
         elif not BROKER.call(partial(refresh.apply_async, (pk,), retry=False), errors=BROKER_ERRORS, fallback=False):
             break
-    return {"reclaimed": reclaimed, "queued": queued, "refreshed": len(firing)}
+        refreshing += 1
+    return {"reclaimed": reclaimed, "queued": queued, "refreshed": refreshing}

@@ -107,3 +107,13 @@ def test_each_apps_templates_live_under_its_own_folder():
     for app in ("alerts", "runs", "reviews", "audit", "notifications"):
         names = {p.name for p in (templates / app).glob("*.html")}
         assert names, app
+
+
+def test_the_image_installs_every_packaged_app():
+    """The Dockerfile copies each app before `pip install .`, so the installed package holds them all."""
+    import tomllib
+
+    packaged = {p.rstrip("*") for p in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]}
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    before_install = dockerfile[: dockerfile.index("RUN pip install")]
+    assert {app for app in packaged if f"COPY {app} ./{app}" not in before_install} == set()

@@ -1,5 +1,7 @@
 """Email through Django's configured backend (EMAIL_BACKEND), to the channel's `recipients`."""
-from django.core.mail import send_mail
+import smtplib
+
+from django.core.mail import get_connection, send_mail
 
 from notifications.message import ChannelTarget, DeliveryOutcome, IncidentMessage
 from notifications.senders import finite, short
@@ -31,7 +33,10 @@ def body_of(message: IncidentMessage) -> str:
 def send(target: ChannelTarget, message: IncidentMessage) -> DeliveryOutcome:
     recipients = list(target.config.get("recipients") or [])
     try:
-        send_mail(subject_of(message), body_of(message), None, recipients, fail_silently=False)
-    except OSError as exc:  # the mail server is down or refused: try again later
+        send_mail(subject_of(message), body_of(message), None, recipients, fail_silently=False,
+                  connection=get_connection(timeout=target.timeout))
+    except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused) as exc:  # refused for good: no retry
+        return DeliveryOutcome(ok=False, detail=short(f"{type(exc).__name__}: {exc}"))
+    except OSError as exc:  # the mail server is down, timed out or failed for now: try again later
         return DeliveryOutcome(ok=False, retry=True, detail=short(f"{type(exc).__name__}: {exc}"))
     return DeliveryOutcome(ok=True, detail=f"to {len(recipients)} recipient{'s' if len(recipients) != 1 else ''}")
