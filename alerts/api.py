@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from alerts import backtest, faults, incidents, triage
+from alerts import backtest, faults, incidents, rebaseline, triage
 from alerts.models import (
     Alert, AlertState, ChangeKind, IncidentState, MUTE_DURATION_CEILING, Mute, MuteEndReason, MuteScope, PermittedResponse, Rule, Verdict,
 )
@@ -345,6 +345,19 @@ class ResolveView(_AlertActionView):
     def act(self, alert, user, body):
         change = triage.resolve(alert, user, note=body.get("note"))
         return {"change": change and change_as_dict(change)}
+
+
+NEW_NORMAL_BODY = {"type": "object", "required": ["note"], "properties": {"note": _SAID}}
+
+
+@extend_schema_view(post=extend_schema(operation_id="alerts_new_normal", request={"application/json": NEW_NORMAL_BODY}))
+class NewNormalView(_AlertActionView):
+    """A band alert's level is the run's new normal: resolved, and its band starts again from the next points.
+    `note` (why) is required; the `new_normal` change row records who said so."""
+
+    def act(self, alert, user, body):
+        change = rebaseline.accept_new_normal(alert, user, body.get("note"))
+        return {"change": change_as_dict(change)}
 
 
 @extend_schema_view(post=extend_schema(operation_id="alerts_verdict", request={"application/json": VERDICT_BODY}))

@@ -38,6 +38,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from alerts.params import default
 
 ABS_FLOOR = 1e-12
+RECENT_POINTS = 10  # the level extrapolated from a window's trend stays between its second half and these last points
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class BandParams:
     reference_window: int = default("band", "reference_window")  # steps either side of a step, pooled over reference runs
     scale: str = default("band", "scale")  # "linear", or "ratio": judged on log(value)
     max_ratio: float | None = None  # ratio bands: the edges at most ×/÷ this from the level (None: no cap)
+    drift_ratio: float | None = None  # ratio bands: the edges at most ×/÷ this from the anchor (None: no anchor)
 
     @classmethod
     def from_params(cls, params: dict | None) -> "BandParams":
@@ -67,6 +69,7 @@ class Band:
     upper: np.ndarray
     sigma: np.ndarray
     log: bool = False
+    last: np.ndarray | None = None  # band_at: the last value of the history before each point, in the metric's units
 
     def __len__(self):
         return len(self.centre)
@@ -114,15 +117,40 @@ def _from_scale(centre, lower, upper, sigma, log):
         return Band(np.exp(centre), np.exp(lower), np.exp(upper), sigma, True)
 
 
-def _finish(centre, sigma, params: BandParams) -> Band:
-    """Floor σ, cap a ratio band at max_ratio, and give the edges in the metric's units."""
+def _finish(centre, sigma, params: BandParams, anchor=None) -> Band:
+    """Floor σ, cap a ratio band at max_ratio (and at drift_ratio of its anchor), and give the edges in the
+    metric's units."""
     ratio = params.scale == "ratio"
     floor = params.rel_floor if ratio else params.rel_floor * np.abs(centre)
     sigma = np.maximum(sigma, np.maximum(floor, ABS_FLOOR))
     half = params.width * sigma
     if ratio and params.max_ratio is not None:
         half = np.minimum(half, np.log(params.max_ratio))
-    return _from_scale(centre, centre - half, centre + half, sigma, ratio)
+    lower, upper = centre - half, centre + half
+    if ratio and params.drift_ratio is not None and anchor is not None:
+        # A trend the band follows may not carry the level further than drift_ratio from where it stood a
+        # window ago: a ramp or a compounding drift is judged against that anchored level.
+        reach = np.log(params.drift_ratio)
+        with np.errstate(invalid="ignore"):
+            upper = np.where(np.isnan(anchor), upper, np.fmin(upper, anchor + reach))
+            lower = np.where(np.isnan(anchor), lower, np.fmax(lower, anchor - reach))
+    return _from_scale(centre, lower, upper, sigma, ratio)
+
+
+def _anchor_at(values, positions, params: BandParams):
+    """The level a window before each position: the median of values[i-2·window:i-window] (at least
+    min_history of them), NaN where the history is shorter."""
+    w = params.window
+    anchor = np.full(len(positions), np.nan)
+    ready = positions - w >= params.min_history
+    if ready.any():
+        full = ready & (positions >= 2 * w)
+        if full.any():
+            windows = sliding_window_view(values, w)[positions[full] - 2 * w]
+            anchor[full] = np.median(windows, axis=1)
+        for j in np.flatnonzero(ready & ~full).tolist():
+            anchor[j] = np.median(values[:positions[j] - w])
+    return anchor
 
 
 def _level_and_spread(windows: np.ndarray):
@@ -136,7 +164,22 @@ def _level_and_spread(windows: np.ndarray):
     second_at = w - h + (h - 1) / 2
     trend = second[:, None] + slope[:, None] * (np.arange(w) - second_at)
     sigma = 1.4826 * np.median(np.abs(windows - trend), axis=1)
-    return second + slope * (w - second_at), sigma
+    r = _recent(w)
+    recent = np.median(windows[:, w - r:], axis=1) + slope * (r + 1) / 2
+    return _within(second + slope * (w - second_at), second, recent), sigma
+
+
+def _recent(w):
+    """How many of a window's last points say where the series is now."""
+    return max(1, min(RECENT_POINTS, w // 2))
+
+
+def _within(level, second, recent):
+    """The extrapolated level, never beyond both the second half's median and the last points' median (carried
+    to the next point by the same slope): a step
+    in the window is not a trend, and extrapolated as one it overshoots the new level (a gradient that collapsed
+    ×1e-4 would stand far above a level extrapolated past it)."""
+    return np.clip(level, np.fmin(second, recent), np.fmax(second, recent))
 
 
 def _prefix_level_and_spread(values: np.ndarray, lengths: np.ndarray):
@@ -162,7 +205,10 @@ def _prefix_level_and_spread(values: np.ndarray, lengths: np.ndarray):
     trend = second[:, None] + slope[:, None] * (cols - second_at[:, None])
     residual = np.where(cols < w[:, None], np.abs(values[np.minimum(cols, last)] - trend), np.nan)
     sigma = 1.4826 * medians(residual, w[:, None])
-    return second + slope * (w - second_at), sigma
+    r = np.maximum(1, np.minimum(RECENT_POINTS, w // 2))
+    recent = medians(np.where(cols < r[:, None], values[np.minimum(w[:, None] - r[:, None] + cols, last)], np.nan),
+                     r[:, None]) + slope * (r + 1) / 2
+    return _within(second + slope * (w - second_at), second, recent), sigma
 
 
 def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) -> Band:
@@ -184,7 +230,11 @@ def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) ->
     short = ~full & (positions >= params.min_history)
     if short.any():
         centre[short], sigma[short] = _prefix_level_and_spread(values, positions[short])
-    return _finish(centre, sigma, params)
+    anchor = _anchor_at(values, positions, params) if params.drift_ratio is not None else None
+    band = _finish(centre, sigma, params, anchor)
+    last = np.where(positions > 0, values[np.clip(positions - 1, 0, max(0, len(values) - 1))] if len(values) else np.nan, np.nan)
+    band.last = np.exp(last) if params.scale == "ratio" else last
+    return band
 
 
 def reference_band(reference_points, steps, params: BandParams = BandParams()) -> Band:
@@ -259,24 +309,34 @@ def series_band(series, start=None, end=None, params: BandParams = BandParams(),
     return (all_steps[order], *(np.concatenate([getattr(b, f) for b in parts])[order] for f in ("centre", "lower", "upper")))
 
 
-def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judge, *, held_before=0,
-                adapt_after=200, keep=500, lookahead=256):
+def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judge, *, pending=None,
+                clear_needed=1, adapt_after=None, held_before=0, keep=500, lookahead=256):
     """Judge points one by one in step order, each against the band of the points before it that were kept.
 
-    A point judged outside (held) stays out of the history while its excursion
-    lasts (`adapt_after` points in a row at most), so a sustained excursion is
-    measured against the level before it instead of being absorbed; a level
-    held longer than that becomes the new baseline. Exactly the point-by-point
-    semantics, computed `lookahead` points at a time: bands are computed for a
-    block as if every point in it were kept, and the rest of the block is
-    computed again only after a point that was held out. During an excursion
-    (the last point held out, every new step after the history's) the band is
-    the same for every point until one is kept, so it is computed once.
+    A point judged outside (held) opens an excursion: from it on the band is
+    frozen at the history before the excursion, and nothing the series does
+    while the excursion lasts enters that history. The excursion ends only when
+    `clear_needed` points in a row are back inside the frozen band (the rule's
+    `resolve_points`: the same points that resolve its alert); those points then
+    join the history. So a fault that lasts stays outside the band it left for
+    as long as it lasts, and an alert never ends because the band moved to the
+    metric. A new normal is declared, never learnt: a phase that starts the
+    baseline again (a data refresh, an announced change of the run's config),
+    or a person (alerts/rebaseline.py). `adapt_after` (unset by default) is the
+    old opt-in: after that many held points in a row the level is absorbed.
 
-    `judge(index, steps, values, band)` -> (held, magnitude, band) for the given
-    new points (`index` into the arrays passed here); it may widen the band
-    (reference runs, restore tolerance) and return the one it used.
-    Returns (held, magnitude, band) aligned with `steps`, and the kept history.
+    Exactly the point-by-point semantics, computed `lookahead` points at a
+    time: outside an excursion, bands are computed for a block as if every
+    point in it were kept, up to the first held point; inside one the band is
+    the same for every point, so it is computed once.
+
+    `pending` is the excursion carried over from the previous batch: None when
+    there is none, else the (steps, values) of the clear points seen since its
+    last held point. `judge(index, steps, values, band)` -> (held, magnitude,
+    band) for the given new points (`index` into the arrays passed here); it may
+    widen the band (reference runs, restore tolerance) and return the one it
+    used. Returns (held, magnitude, band) aligned with `steps`, the kept
+    history, and the excursion's pending points (None when none is open).
     """
     steps = np.asarray(steps, dtype=np.int64)
     values = np.asarray(values, dtype=float)
@@ -286,17 +346,28 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
     magnitude = np.full(n, np.nan)
     out = {f: np.full(n, np.nan) for f in ("centre", "lower", "upper", "sigma")}
     kept_steps, kept_values = np.asarray(kept_steps, dtype=np.int64), np.asarray(kept_values, dtype=float)
-    run = held_before
-    held_out = False  # the last point judged was held and kept out of the history
+    if pending is not None:
+        pending = (list(np.asarray(pending[0], dtype=np.int64).tolist()), list(np.asarray(pending[1], dtype=float).tolist()))
+    clear_needed = max(1, int(clear_needed))
+    run = held_before if pending is not None else 0  # held points in a row (adapt_after)
+
+    def keep_points(add_steps, add_values):
+        nonlocal kept_steps, kept_values
+        if not len(add_steps):
+            return
+        merged = np.concatenate([kept_steps, np.asarray(add_steps, dtype=np.int64)])
+        merged_order = np.argsort(merged, kind="stable")
+        kept_steps = merged[merged_order][-keep:]
+        kept_values = np.concatenate([kept_values, np.asarray(add_values, dtype=float)])[merged_order][-keep:]
+
     i = 0
     while i < n:
         block = order[i:i + lookahead]
-        after_history = not len(kept_steps) or steps[block[0]] > kept_steps[-1]
-        constant = held_out and after_history
-        if constant:
-            # Every point of the block has the kept history before it and nothing else, while they are held out.
+        if pending is not None:
+            # The excursion's band: the history before it, frozen, the same for every point.
             one = band_at(kept_values, [len(kept_values)], params)
-            band = Band(*(np.repeat(getattr(one, f), len(block)) for f in ("centre", "lower", "upper", "sigma")), one.log)
+            band = Band(*(np.repeat(getattr(one, f), len(block)) for f in ("centre", "lower", "upper", "sigma")), one.log,
+                        np.repeat(one.last, len(block)))
         else:
             merged_steps = np.concatenate([kept_steps, steps[block]])
             merged_order = np.argsort(merged_steps, kind="stable")
@@ -304,30 +375,37 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
             merged_values = np.concatenate([kept_values, values[block]])[merged_order]
             band = band_at(merged_values, np.searchsorted(merged_steps, steps[block], side="left"), params)
         block_held, block_magnitude, band = judge(block, steps[block], values[block], band)
-        # The block's bands hold up to the first point whose keeping differs from what they assumed (among
-        # older steps, up to the first held one: the history is cut to `keep` points after each).
-        accepted = np.ones(len(block), dtype=bool)
-        upto = len(block)
-        if constant or block_held.any():
-            for k, h in enumerate(block_held.tolist()):
-                run = run + 1 if h else 0
-                accepted[k] = not h or run > adapt_after
-                if accepted[k] == constant or (h and not after_history):
+        flags = block_held.tolist()
+        if pending is None:
+            # Valid up to and including the first held point; those before it are kept.
+            upto = flags.index(True) + 1 if True in flags else len(block)
+            clear = block[:upto - 1] if True in flags[:upto] else block[:upto]
+            keep_points(steps[clear], values[clear])
+            if flags[upto - 1]:
+                pending, run = ([], []), 1
+        else:
+            upto = len(block)
+            for k, h in enumerate(flags):
+                index = block[k]
+                if h:
+                    run += 1
+                    if adapt_after is not None and run > adapt_after:
+                        keep_points([steps[index]], [values[index]])  # the opt-in: a long excursion is absorbed
+                    pending = ([], [])
+                    continue
+                pending[0].append(int(steps[index]))
+                pending[1].append(float(values[index]))
+                if len(pending[0]) >= clear_needed:
+                    keep_points(*pending)  # back inside the band it left: the excursion is over
+                    pending, run = None, 0
                     upto = k + 1
                     break
-        else:
-            run = 0
-        held_out = not accepted[upto - 1]
-        accepted = accepted[:upto]
         final = block[:upto]
         held[final], magnitude[final] = block_held[:upto], block_magnitude[:upto]
         for f in out:
             out[f][final] = getattr(band, f)[:upto]
-        add_steps, add_values = steps[final][accepted], values[final][accepted]
-        merged = np.concatenate([kept_steps, add_steps])
-        merged_order = np.argsort(merged, kind="stable")
-        kept_steps = merged[merged_order][-keep:]
-        kept_values = np.concatenate([kept_values, add_values])[merged_order][-keep:]
         i += upto
     band = Band(out["centre"], out["lower"], out["upper"], out["sigma"], params.scale == "ratio")
-    return held, magnitude, band, (kept_steps, kept_values)
+    if pending is not None:
+        pending = (np.asarray(pending[0], dtype=np.int64), np.asarray(pending[1], dtype=float))
+    return held, magnitude, band, (kept_steps, kept_values), pending

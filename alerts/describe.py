@@ -111,6 +111,10 @@ def kind_words(kind, params) -> str:
         return "— (its params are not valid; the rule is not judged until they are fixed)"
     params = params if isinstance(params, dict) else {}
     if kind == "nonfinite":
+        count = params.get("count", 1)
+        if count > 1:
+            within = params.get("within", count)
+            return f"{_plural(count, 'value')} of the last {within} are NaN or ±Infinity (a rate, not one overflow)"
         return "a value is NaN or ±Infinity"
     if kind == "threshold":
         parts = []
@@ -127,9 +131,13 @@ def kind_words(kind, params) -> str:
         side = {"above": "above", "below": "below"}.get(direction, "outside")
         width = f" ({_number(params['width'])} robust σ wide)" if params.get("width") is not None else ""
         words = f"a value is {side} its phase-aware band{width}"
+        if params.get("per"):
+            words = words.replace("a value is", f"a value per unit of {params['per']} is", 1)
         if params.get("scale") == "ratio":
             cap = params.get("max_ratio", 4.0)
             words += f", judged as a ratio to its level (at most ×/÷ {_number(cap)})"
+            if params.get("drift_ratio") is not None:
+                words += f" and never more than ×/÷ {_number(params['drift_ratio'])} from its level a window earlier"
         if params.get("persistence_seconds"):
             words += f", for at least {_duration(params['persistence_seconds'])} of the job's own time"
         return words
@@ -139,6 +147,9 @@ def kind_words(kind, params) -> str:
             parts.append(f"more than {_plural(params['missing_steps'], 'step')} are missing in a row")
         if params.get("seconds") is not None:
             parts.append(f"more than {_duration(params['seconds'])} pass without a point")
+        if params.get("behind_steps") is not None:
+            parts.append(f"a series sends nothing while the run moves more than "
+                         f"{_plural(params['behind_steps'], 'step')} past it")
         return " or ".join(parts) if parts else "data goes missing"
     if kind == "event":
         return "the job reports a health event" + (
@@ -152,6 +163,11 @@ def kind_words(kind, params) -> str:
             words += (f", or rises and stands {_number(params['fast_rise'] * 100)}% above its lowest evaluation while "
                       f"{training} is below where it was then")
         return words
+    if kind == "reference":
+        ratio = _number(params.get("ratio", default("reference", "ratio")))
+        side = {"above": f"above × {ratio} the highest", "below": f"below ÷ {ratio} the lowest"}.get(
+            params.get("direction", "above"), f"beyond × / ÷ {ratio} the extremes")
+        return f"a value is {side} of the project's reference runs at the same step (quiet without reference runs)"
     if kind == "weight_jump":
         allowance = params.get("allowance", default("weight_jump", "allowance"))
         return (f"a component's weight norm changes between two samples by more than {_number(allowance)} × what its "

@@ -9,6 +9,7 @@ alerts.
 import base64
 import logging
 import math
+import warnings
 from collections import Counter, defaultdict
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
@@ -27,20 +28,20 @@ from alerts.silence import SILENT
 from alerts.triage import apply_mutes
 from alerts.models import Alert, AlertChange, AlertState, BandSample, ChangeKind, Rule, RuleKind, RuleProgress
 from ingest.models import ROLLUP_WIDTH, Attempt, Block, Event, EventSource, Run, Series
-from ingest.phases import PhaseIndex
+from ingest.phases import RECONFIGURED, PhaseIndex
 from ingest.storage import db_float, read_points, read_points_of_many, unpack
 
 # Threshold and band rules stay quiet in these phases unless their scope names phases itself.
-DEFAULT_SKIPPED_PHASES = {"warmup", "eval", "checkpoint", "restart", "data_refresh"}
+DEFAULT_SKIPPED_PHASES = {"warmup", "eval", "checkpoint", "restart", "data_refresh", RECONFIGURED}
 # When a fault spreads through the model within one step (a NaN in one layer's
 # weights makes every gradient NaN in the same backward pass), the component
 # whose own weights went first is the origin, then the one whose outputs did;
 # gradients and updates go bad everywhere at once. Alerts fired at the same
 # step are created in this order, so the first alert names the origin.
-CAUSAL_ORDER = ["weight_norm", "act_norm", "act_max", "dead_fraction", "grad_norm", "update_ratio"]
+CAUSAL_ORDER = ["lr", "learning_rate", "weight_norm", "act_norm", "act_max", "dead_fraction", "grad_norm", "update_ratio"]
 CAUSAL_RANK = {metric: rank for rank, metric in enumerate(CAUSAL_ORDER)}
 POINT_KINDS = (RuleKind.NONFINITE, RuleKind.THRESHOLD, RuleKind.BAND, RuleKind.ABSENCE, RuleKind.DIVERGENCE,
-               RuleKind.WEIGHT_JUMP)
+               RuleKind.WEIGHT_JUMP, RuleKind.REFERENCE)
 # The database itself failing, not one rule: the whole batch is left for the sweep to evaluate again.
 NOT_A_RULES_FAULT = (OperationalError, InterfaceError, InternalError)
 
@@ -138,6 +139,88 @@ def _threshold(rule, steps, values, info):
     return flags
 
 
+def _nonfinite(rule, progress, steps, values, info):
+    """Non-finite points: each one held, or, with `count` > 1, each one that makes `count` of the series'
+    last `within` points non-finite (the recent flags carried in progress.state)."""
+    params = resolved(rule.kind, rule.params)
+    count, within = params["count"], params["within"]
+    flags = Flags(len(steps), "non-finite points in a row")
+    bad = ~np.isfinite(values)
+    if rule.scope.get("phases"):
+        bad &= _phase_allowed(rule, info[0])
+    if count <= 1:
+        flags.held = bad
+        return flags
+    order = np.argsort(steps, kind="stable")
+    recent = list((progress.state or {}).get("recent", []))[-(within - 1):] if within > 1 else []
+    flagged = np.concatenate([np.asarray(recent, dtype=bool), bad[order]])
+    # Non-finite points among the last `within` ending at each new point.
+    totals = np.cumsum(np.r_[0, flagged.astype(np.int64)])
+    ends = np.arange(len(recent) + 1, len(flagged) + 1)
+    in_window = totals[ends] - totals[np.maximum(0, ends - within)]
+    flags.held[order] = bad[order] & (in_window >= count)
+    progress.state = {"recent": flagged[-(within - 1):].tolist() if within > 1 else []}
+    return flags
+
+
+def reference_extremes(references, steps, window, min_references):
+    """Per step: the lowest and highest of the reference runs' values there (each run's median of its finite
+    points within ±window steps), NaN where fewer than `min_references` runs have one."""
+    steps = np.asarray(steps, dtype=np.int64)
+    at_steps = []
+    for ref_steps, ref_values in references:
+        keep = np.isfinite(ref_values)
+        ref_steps, ref_values = np.asarray(ref_steps)[keep], np.asarray(ref_values)[keep]
+        order = np.argsort(ref_steps, kind="stable")
+        ref_steps, ref_values = ref_steps[order], ref_values[order]
+        lo = np.searchsorted(ref_steps, steps - window, side="left")
+        hi = np.searchsorted(ref_steps, steps + window, side="right")
+        value = np.full(len(steps), np.nan)
+        for j in np.flatnonzero(hi > lo).tolist():
+            value[j] = np.median(ref_values[lo[j]:hi[j]])
+        at_steps.append(value)
+    if not at_steps:
+        nothing = np.full(len(steps), np.nan)
+        return nothing, nothing.copy()
+    stacked = np.vstack(at_steps)
+    enough = np.count_nonzero(np.isfinite(stacked), axis=0) >= min_references
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: no reference there
+        lowest, highest = np.nanmin(stacked, axis=0), np.nanmax(stacked, axis=0)
+    return np.where(enough, lowest, np.nan), np.where(enough, highest, np.nan)
+
+
+def _reference(rule, series, steps, values, info, evaluator):
+    """The run against the project's reference runs at the same step: held beyond `ratio` of their extreme.
+
+    Judges what the run's own band cannot: a level that changed for good (a failed restore that never
+    recovered) is normal to a band learnt from the run itself once it lasts, but never to runs that did
+    not have the fault. Quiet where no reference run has data near the step, or the project has none.
+    """
+    kinds, _, span_start, _ = info
+    params = resolved(rule.kind, rule.params)
+    flags = Flags(len(steps), "× the reference runs' extreme")
+    window = params["reference_window"]
+    references = evaluator.reference_points(series, int(steps.min()), int(steps.max()), window)
+    if not references:
+        return flags
+    lowest, highest = reference_extremes(references, steps, window, params["min_references"])
+    allowed = _phase_allowed(rule, kinds) & (steps - span_start >= params["settle_steps"]) & np.isfinite(values)
+    ratio, direction = params["ratio"], params["direction"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        above = (values > highest * ratio) & (highest > 0)
+        below = (values * ratio < lowest) & (lowest > 0) & (values > 0)
+        if direction == "above":
+            hit, beyond = above, values / highest
+        elif direction == "below":
+            hit, beyond = below, lowest / values
+        else:
+            hit, beyond = above | below, np.where(above, values / highest, lowest / values)
+    flags.held = hit & allowed
+    flags.magnitude[flags.held] = beyond[flags.held]
+    return flags
+
+
 def _pack_history(steps, values):
     return [base64.b64encode(steps.astype("<i8").tobytes()).decode(), base64.b64encode(values.astype("<f8").tobytes()).decode()]
 
@@ -168,18 +251,28 @@ class _BandJudge:
         self.restore_tolerance = params["restore_tolerance"]
         self.keep = 5 * self.params.window
         self.adapt_after = params["adapt_after"]
+        self.per = params["per"]
+        self.floor_share = params["floor_share"]
+        self.floor = None
+        # The excursion ends with the points that resolve the alert: back inside the band it left.
+        self.clear_needed = int(rule.persistence.get("resolve_points", 1)) if isinstance(rule.persistence, dict) else 1
         self.evaluator = evaluator
 
     def __call__(self, progress, series, steps, values, info, attempt, restarts=None):
         kinds, baseline, span_start, reset = info
         state = progress.state or {}
         history = {k: _unpack_history(v) for k, v in state.get("history", {}).items()}
+        pending = {k: _unpack_history(v) for k, v in state.get("pending", {}).items()}
         applied_attempt, applied_reset = state.get("attempt", 1), state.get("reset", -1)
         number, attempt_start = attempt
         if number != applied_attempt and attempt_start is not None:
             # A new attempt resumed from a checkpoint at attempt_start: what the abandoned
-            # attempt sent from there on is not the history this one continues.
+            # attempt sent from there on is not the history this one continues. An excursion
+            # open before the checkpoint is still open: the restored run must come back to its band.
             history = {k: (s[s < attempt_start], v[s < attempt_start]) for k, (s, v) in history.items()}
+            pending = {k: (s[s < attempt_start], v[s < attempt_start]) for k, (s, v) in pending.items()}
+        if self.per:
+            values = self.divided(series, steps, values)
         flags = Flags(len(steps), "σ beyond the band")
         flags.band = Band(*(np.full(len(steps), np.nan) for _ in range(4)))
         finite = np.isfinite(values)
@@ -188,42 +281,85 @@ class _BandJudge:
         for restart in starts:
             in_restore |= (steps >= restart) & (steps - restart < self.restore_window)
         judged = (_phase_allowed(self.rule, kinds) & (steps - span_start >= self.settle)) | in_restore
+        # The highest value the series had before each point (floor_share): what a level is a share of.
+        peak = state.get("peak", -np.inf)
+        before = np.full(len(steps), peak)
+        if self.floor_share is not None and len(steps):
+            order = np.argsort(steps, kind="stable")
+            running = np.maximum.accumulate(np.where(finite[order], values[order], -np.inf))
+            before[order] = np.maximum(peak, np.r_[-np.inf, running[:-1]])
+            peak = float(max(peak, running[-1]))
+        self.floor = None if self.floor_share is None else self.floor_share * before
         boundaries = np.flatnonzero(np.diff(reset) != 0) + 1
         for a, b in zip(np.r_[0, boundaries], np.r_[boundaries, len(steps)]):
             if reset[a] != applied_reset and reset[a] >= 0:
-                history, applied_reset = {}, int(reset[a])
+                # A declared new normal (a data refresh, an announced change of config): the baseline starts again.
+                history, pending, applied_reset = {}, {}, int(reset[a])
             for kind in set(baseline[a:b]):
                 chosen = a + np.flatnonzero((baseline[a:b] == kind) & finite[a:b])
                 if not len(chosen):
                     continue
                 empty = (np.array([], dtype=np.int64), np.array([]))
-                history[kind] = self.judge_kind(flags, progress, series, history.get(kind, empty), chosen, steps, values,
-                                                judged, in_restore)
+                history[kind], open_excursion = self.judge_kind(
+                    flags, progress, series, history.get(kind, empty), pending.get(kind), chosen, steps, values,
+                    judged, in_restore)
+                if open_excursion is None:
+                    pending.pop(kind, None)
+                else:
+                    pending[kind] = open_excursion
         progress.state = {
             "history": {k: _pack_history(s, v) for k, (s, v) in history.items()},
             "attempt": number,
             "reset": applied_reset,
         }
+        if self.floor_share is not None and np.isfinite(peak):
+            progress.state["peak"] = peak
+        if pending:
+            progress.state["pending"] = {k: _pack_history(s, v) for k, (s, v) in pending.items()}
         return flags
 
-    def judge_kind(self, flags, progress, series, old, chosen, steps, values, judged, in_restore):
-        """Judge one phase kind's new points (bands.judged_band); returns that kind's history after them."""
+    def judge_kind(self, flags, progress, series, old, open_excursion, chosen, steps, values, judged, in_restore):
+        """Judge one phase kind's new points (bands.judged_band); returns that kind's history after them and its
+        open excursion (None when none)."""
 
         def judge(index, at_steps, at_values, band):
+            last = band.last
             band = self.with_reference(series, at_steps, band)
             held, beyond, used = self.judge(at_values, band, judged[chosen][index], in_restore[chosen][index])
+            if self.floor is not None and last is not None:
+                # Where the series stood just before (frozen during an excursion), against its peak.
+                with np.errstate(invalid="ignore"):
+                    held &= last >= self.floor[chosen][index]
             return held, beyond, used
 
-        held, magnitude, band, kept = judged_band(
-            old[0], old[1], steps[chosen], values[chosen], self.params, judge,
-            held_before=progress.held_points, adapt_after=self.adapt_after, keep=self.keep,
+        held, magnitude, band, kept, open_excursion = judged_band(
+            old[0], old[1], steps[chosen], values[chosen], self.params, judge, pending=open_excursion,
+            clear_needed=self.clear_needed, adapt_after=self.adapt_after, held_before=progress.held_points,
+            keep=self.keep,
         )
         flags.held[chosen] = held
         flags.magnitude[chosen] = magnitude
         if flags.band is not None:
             for f in ("centre", "lower", "upper"):
                 getattr(flags.band, f)[chosen] = getattr(band, f)
-        return kept
+        return kept, open_excursion
+
+    def divided(self, series, steps, values):
+        """The series per unit of the run-level metric `per` at the same step (update_ratio per unit of
+        learning rate: what the optimizer did beyond what its schedule asked for); NaN where `per` has no
+        point at that step or is not positive, so such points are not judged."""
+        per = self.evaluator.series_named(self.per, "")
+        if per is None:
+            return values
+        per_steps, per_values, _ = self.evaluator.read_points(per, int(steps.min()), int(steps.max()))
+        if not len(per_steps):
+            return np.full(len(values), np.nan)
+        order = np.argsort(per_steps, kind="stable")
+        per_steps, per_values = per_steps[order], per_values[order]
+        at = np.minimum(np.searchsorted(per_steps, steps), len(per_steps) - 1)
+        found = per_steps[at] == steps
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(found & (per_values[at] > 0), values / per_values[at], np.nan)
 
     def with_reference(self, series, steps, band):
         references = self.evaluator.reference_points(series, int(steps.min()), int(steps.max()), self.params.reference_window)
@@ -316,6 +452,12 @@ def _absence(rule, progress, series, steps, times, attempt):
     latest = float(np.max(times))
     progress.state = {"attempt": number, "gaps": [list(g) for g in still_open],
                       "last_time": latest if last_time is None else max(last_time, latest)}
+    if params.get("behind_steps") is not None:
+        # What stale_series needs: the series' own step interval, and how far behind it has been and caught up.
+        diffs = np.diff(np.unique(near_steps))
+        cadence = int(np.median(diffs)) if len(diffs) else state.get("cadence", 1)
+        progress.state.update(cadence=max(1, cadence), batches=state.get("batches", 0) + 1,
+                              caught_up=max(state.get("caught_up", 0), state.get("behind", 0)), behind=0)
     return flags
 
 
@@ -353,10 +495,11 @@ def _divergence(rule, progress, run, steps, values):
     data fault, is not divergence).
     """
     params = resolved(rule.kind, rule.params)
-    k, min_rise, fast_rise = params["evaluations"], params["min_rise"], params["fast_rise"]
+    k, min_rise, fast_rise, noise_z = params["evaluations"], params["min_rise"], params["fast_rise"], params["noise_z"]
     training = Series.objects.filter(run=run, metric=params["training"], component="").first()
     state = progress.state or {}
     evals = [tuple(e) for e in state.get("evals", [])]
+    recent = [list(r) for r in state.get("recent", []) if isinstance(r, list)]  # [step, value] of the last ones
     best = state.get("best")  # [step of the evaluation before the lowest one (or None), its step, its value]
     flags = Flags(len(steps), "relative rise of the validation metric")
 
@@ -369,25 +512,51 @@ def _divergence(rule, progress, run, steps, values):
         if not np.isfinite(value):
             continue
         before = evals[-1] if evals else None
+        # The noise of the evaluations before this one, up to the lowest point: the turn of a divergence itself
+        # is no evidence of noise.
+        upto = [v for st, v in recent if best is None or st <= best[1]]
+        spread = evaluation_noise(upto[-NOISE_EVALUATIONS:])
+        # Until the evaluation's own noise can be told (NOISE_MIN_EVALUATIONS), no rise is evidence of anything.
+        noise = 0.0 if noise_z == 0 else (math.inf if spread is None else noise_z * spread)
+        recent = (recent + [[step, value]])[-NOISE_KEPT:]
         evals = (evals + [(step, value)])[-(k + 2):]
         if training is not None and len(evals) >= k + 2:
             vals = [v for _, v in evals[1:]]
-            rising = all(b > a for a, b in zip(vals, vals[1:])) and vals[-1] >= vals[0] * (1 + min_rise)
+            rising = (all(b > a for a, b in zip(vals, vals[1:])) and vals[-1] >= vals[0] * (1 + min_rise)
+                      and vals[-1] - vals[0] > noise)
             # Training loss between the first two and between the last two evaluations of the stretch.
             if rising and training_median(evals[-2][0], evals[-1][0]) < training_median(evals[0][0], evals[1][0]):
                 flags.held[i] = True
                 flags.magnitude[i] = (vals[-1] - vals[0]) / abs(vals[0]) if vals[0] else np.inf
         if (fast_rise is not None and training is not None and not flags.held[i] and best is not None
                 and before is not None and step > before[0] and value > before[1]
-                and value >= best[2] * (1 + fast_rise) and best[2] > 0):
+                and value >= best[2] * (1 + fast_rise) and best[2] > 0 and value - best[2] > noise):
             best_from = best[0] if best[0] is not None else best[1] - (step - before[0])
             if training_median(before[0], step) < training_median(best_from, best[1]):
                 flags.held[i] = True
                 flags.magnitude[i] = (value - best[2]) / abs(best[2])
-        if best is None or value < best[2]:
-            best = [before[0] if before is not None and before[0] < step else None, step, value]
-    progress.state = {"evals": [list(e) for e in evals], "best": best}
+        # The lowest point as the running median of three evaluations: the lowest single evaluation of a noisy
+        # set is low by chance, and a rise from it is partly noise.
+        level = float(np.median([v for _, v in recent[-3:]])) if noise_z and len(recent) >= 3 else value
+        if best is None or level < best[2]:
+            best = [before[0] if before is not None and before[0] < step else None, step, level]
+    progress.state = {"evals": [list(e) for e in evals], "best": best, "recent": recent}
     return flags
+
+
+NOISE_EVALUATIONS = 16
+NOISE_KEPT = 64  # evaluations remembered: the noise is taken from the 16 up to the lowest point among them
+NOISE_MIN_EVALUATIONS = 4
+
+
+def evaluation_noise(values) -> float | None:
+    """The noise of the difference of two evaluations, in the metric's units, from the evaluations' values: the
+    robust spread (MAD) of their second differences (a trend, even a curving one, mostly cancels out of them;
+    white noise of σ gives √6·σ), times √2. None with fewer than NOISE_MIN_EVALUATIONS values."""
+    if len(values) < NOISE_MIN_EVALUATIONS:
+        return None
+    second = np.diff(np.asarray(values, dtype=float), n=2)
+    return 1.4826 * float(np.median(np.abs(second))) / np.sqrt(6) * np.sqrt(2)
 
 
 # What one step's update can do to a weight norm: |log(‖w′‖/‖w‖)| ≤ −log(1 − r) for update ratio r < 1.
@@ -593,7 +762,7 @@ class _Evaluator:
     def reference_points(self, series, lo, hi, margin):
         if not self.reference_runs:
             return []
-        key = (series.metric, series.component)
+        key = (series.metric, series.component, margin)
         if key not in self.reference_cache:
             self.reference_cache[key] = []
             for ref in Series.objects.filter(run_id__in=self.reference_runs, metric=series.metric, component=series.component):
@@ -601,6 +770,37 @@ class _Evaluator:
                 s, v, _ = read_points(ref, self.receipt.min_step - margin, self.receipt.max_step + margin)
                 self.reference_cache[key].append((s, v))
         return self.reference_cache[key]
+
+    def stale_series(self, rules):
+        """Absence rules with `behind_steps`: a series of theirs that this batch left behind (it sent nothing
+        while the run moved on) is held, and its alert extended while it stays silent; its next point
+        resolves it (alerts/evaluation.py _absence)."""
+        end = getattr(self.receipt, "max_step", None)
+        if end is None:
+            return
+        in_batch = set(Block.objects.filter(receipt=self.receipt).values_list("series_id", flat=True))
+        for rule in rules:
+            if rule.pk in self.invalid:
+                continue
+            with _blamed(rule):
+                behind_steps = resolved(rule.kind, rule.params).get("behind_steps")
+                if behind_steps is None:
+                    continue
+                for series in self.run_series_list():
+                    if series.pk in in_batch or series.max_step < 0 or not self.selects(rule, series):
+                        continue
+                    key = (rule.pk, series.component, series.metric)
+                    stored = self.progress_rows.get(key)
+                    state = (stored.state or {}) if stored is not None else {}
+                    if state.get("batches", 0) < 2:
+                        continue  # its own interval is not known yet
+                    behind = end - series.max_step
+                    progress = self.progress(rule, series.component, series.metric)
+                    progress.state = {**state, "behind": max(behind, state.get("behind", 0))}
+                    limit = max(behind_steps, 5 * state.get("cadence", 1), 2 * state.get("caught_up", 0))
+                    if behind > limit:
+                        self.fire_or_extend(rule, series.component, series.metric, "", series.max_step + 1, end,
+                                            float(behind), "steps without data while the run went on")
 
     def end_silences(self, rules):
         """Any batch is data again: close the sweep's silent alerts, and don't count the silence twice as a gap."""
@@ -866,9 +1066,7 @@ class _Evaluator:
 
     def flags(self, rule, progress, series, steps, values, times, info, attempt):
         if rule.kind == RuleKind.NONFINITE:
-            flags = Flags(len(steps), "non-finite points in a row")
-            flags.held = ~np.isfinite(values)
-            return flags
+            return _nonfinite(rule, progress, steps, values, info)
         if rule.kind == RuleKind.THRESHOLD:
             return _threshold(rule, steps, values, info)
         if rule.kind == RuleKind.BAND:
@@ -879,6 +1077,8 @@ class _Evaluator:
             return _absence(rule, progress, series, steps, times, self.attempt(attempt))
         if rule.kind == RuleKind.WEIGHT_JUMP:
             return _weight_jump(rule, progress, series, steps, values, self.attempt(attempt), self)
+        if rule.kind == RuleKind.REFERENCE:
+            return _reference(rule, series, steps, values, info, self)
         return _divergence(rule, progress, self.run, steps, values)
 
     def persist_point(self, rule, progress, series, steps, times, flags, i):
@@ -1019,6 +1219,7 @@ def _judge(receipt, run, rules, invalid, evaluator=None):
     point_rules = [r for r in rules if r.kind in POINT_KINDS]
     if point_rules:
         evaluator.points(point_rules)
+        evaluator.stale_series([r for r in point_rules if r.kind == RuleKind.ABSENCE])
         evaluator.save_progress()
         evaluator.save_band_samples()
     event_rules = [r for r in rules if r.kind == RuleKind.EVENT]
@@ -1043,10 +1244,18 @@ class _ChartContext:
     """What a band judge needs from an evaluator, for drawing a stored series."""
 
     def __init__(self, run):
+        self.run = run
         self.reference_runs = list(
             Run.objects.filter(project_id=run.project_id, reference=True).exclude(pk=run.pk).values_list("pk", flat=True)
         )
         self.cache = {}
+
+    def series_named(self, metric, component):
+        return Series.objects.filter(run=self.run, metric=metric, component=component).first()
+
+    @staticmethod
+    def read_points(series, lo, hi):
+        return read_points(series, lo, hi)
 
     def reference_points(self, series, lo, hi, margin):
         if not self.reference_runs:

@@ -11,7 +11,7 @@ from alerts.params import params_errors
 
 GOVERNANCE_FIELDS = ("owner", "scope", "persistence", "diagnostic_url", "permitted_response")
 
-KINDS = ("nonfinite", "threshold", "band", "absence", "event", "divergence", "weight_jump")
+KINDS = ("nonfinite", "threshold", "band", "absence", "event", "divergence", "weight_jump", "reference")
 RESPONSES = ("observe", "notify", "review", "stop", "rewind")
 AUTOMATIC_RESPONSES = ("stop", "rewind")
 # Hard invariants: the only rules allowed to act on a job on their own.

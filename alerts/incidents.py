@@ -12,8 +12,9 @@ incident:
   steps (a backward pass, the next health sample). System metrics, events
   without a model meaning and absence are linked to others only at the same
   step.
-- origin: the alert judged first by causal order (weights, then activations,
-  then gradients, then loss, then the rest), then by the earliest first step,
+- origin: the alert judged first by causal order (the schedule — a learning
+  rate — then weights, then activations, then gradients, then loss, then the
+  rest), then by the earliest first step,
   then by a metric's alert before an event's (the client's `unclassified`
   event may name the first component in forward order without knowing), then
   by the magnitude beyond the band (a non-finite value is beyond any), then by
@@ -61,7 +62,12 @@ from alerts.models import (
 from opsconsole.live import publish
 
 WEIGHTS, ACTIVATIONS, GRADIENTS, LOSS = range(4)
-SIGNAL_NAMES = {WEIGHTS: "weights", ACTIVATIONS: "activations", GRADIENTS: "gradients", LOSS: "loss"}
+# The schedule drives everything after it: a learning rate that collapses freezes every component at once, and
+# what a reviewer acts on is the schedule, not the components it froze. Ranked before the model's own signals.
+SCHEDULE = -1
+SIGNAL_NAMES = {SCHEDULE: "schedule", WEIGHTS: "weights", ACTIVATIONS: "activations", GRADIENTS: "gradients",
+                LOSS: "loss"}
+SCHEDULE_METRICS = ("lr", "learning_rate")
 OTHER = len(SIGNAL_NAMES)  # system metrics, absence, events without a model meaning: after the model's signals
 SIGNAL_OF_METRIC = {
     "weight_norm": WEIGHTS,
@@ -88,6 +94,8 @@ def signal_of(alert) -> int | None:
         return WEIGHTS  # the component's own weights moved more than its optimizer could have moved them
     metric = alert.metric or ""
     if metric:
+        if metric in SCHEDULE_METRICS or metric.startswith(tuple(f"{m}/" for m in SCHEDULE_METRICS)):
+            return SCHEDULE
         if metric in ("weight_norm", "update_ratio") and "weight" in rule.name:
             return WEIGHTS  # a weight rule of another kind reading these (a threshold on update_ratio named so)
         if metric in SIGNAL_OF_METRIC:
@@ -116,8 +124,21 @@ def origin_key(alert):
 
 
 def origin_of(alerts):
-    """The alert named as the incident's origin."""
-    return min(alerts, key=origin_key)
+    """The alert named as the incident's origin.
+
+    One exception to the causal order: gradients going non-finite on several components and on the run as a
+    whole at the same step (a loss scaler overflowing, every backward pass) have no component of origin; the
+    run-level alert is named, not whichever component was created first.
+    """
+    first = min(alerts, key=origin_key)
+    if first.rule.kind != RuleKind.NONFINITE or not first.component:
+        return first
+    same = [a for a in alerts if a.rule.kind == RuleKind.NONFINITE and a.first_step == first.first_step
+            and signal_of(a) == signal_of(first)]
+    run_level = [a for a in same if not a.component]
+    if run_level and len({a.component for a in same if a.component}) >= 2:
+        return min(run_level, key=origin_key)
+    return first
 
 
 def severity_of(alerts) -> str:

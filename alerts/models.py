@@ -18,6 +18,7 @@ class RuleKind(models.TextChoices):
     EVENT = "event"
     DIVERGENCE = "divergence"
     WEIGHT_JUMP = "weight_jump"
+    REFERENCE = "reference"
 
 
 class PermittedResponse(models.TextChoices):
@@ -168,6 +169,7 @@ class ChangeKind(models.TextChoices):
     VERDICT = "verdict"
     MUTED = "muted"
     UNMUTED = "unmuted"  # a mute that covered it expired (alerts/triage.py)
+    NEW_NORMAL = "new_normal"  # a person accepted the level it holds as the run's new baseline (alerts/rebaseline.py)
 
 
 class AlertChange(models.Model):

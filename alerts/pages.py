@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from alerts import backtest, describe, faults, incidents, review, triage
+from alerts import backtest, describe, faults, incidents, rebaseline, review, triage
 from alerts.fatigue import rules_to_fix_first
 from alerts.forms import RuleForm
 from alerts.models import Alert, AlertState, Incident, Mute, MuteEndReason, MuteScope, Rule, RuleRevision, Verdict
@@ -368,6 +368,12 @@ resolve = _action(
     lambda alert, user, post: triage.resolve(alert, user, note=post.get("note", "")),
     lambda alert, change: (messages.SUCCESS, f"Resolved {_label(alert)}.") if change
     else (messages.INFO, f"{_label(alert)} was resolved already."),
+)
+new_normal = _action(
+    "new_normal", ["note"],
+    lambda alert, user, post: rebaseline.accept_new_normal(alert, user, post.get("note", "")),
+    lambda alert, change: (messages.SUCCESS, f"{_label(alert)}: the level from step {change.step} is the new normal; "
+                                             f"its band starts again from the next points."),
 )
 verdict = _action(
     "verdict", ["verdict", "note"],

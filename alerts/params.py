@@ -125,7 +125,13 @@ PERSISTENCE_SECONDS = Param(
     maximum=MAX_SECONDS)
 
 KIND_PARAMS: dict[str, tuple[Param, ...]] = {
-    "nonfinite": (),
+    "nonfinite": (
+        Param("count", WHOLE, "held once this many of the series' last `within` points are non-finite (a rate: the "
+              "isolated overflows a loss scaler skips by design are not a fault, persistent skipping is)", default=1,
+              minimum=1, maximum=MAX_EVALUATIONS),
+        Param("within", WHOLE, "the points `count` is taken over; at least `count`", default=lambda p: p["count"],
+              minimum=1, maximum=MAX_EVALUATIONS, default_text="count"),
+    ),
     "threshold": (
         Param("above", NUMBER, "held while a value is above it"),
         Param("below", NUMBER, "held while a value is below it; with `above`, less than it"),
@@ -144,20 +150,34 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
               default=50, **STEPS),
         Param("restore_tolerance", NUMBER, "tolerance after a restart, as a share of the level", default=0.25, minimum=0),
         Param("reference_window", meaning="steps either side pooled from reference runs", default=50, **STEPS),
-        Param("adapt_after", WHOLE, "points in a row outside the band after which the new level is the baseline",
-              default=lambda p: 2 * p["window"], minimum=1, maximum=MAX_STEP, default_text="2 × window"),
+        Param("adapt_after", WHOLE, "opt-in: points in a row outside the band after which the new level is taken "
+              "as the baseline (unset: never; an excursion is judged against the band it left until it comes back, "
+              "and a new normal is declared by a phase, a config change or a person)", minimum=1, maximum=MAX_STEP),
         Param("scale", CHOICE, "linear: level ± width × σ; ratio (positive metrics: rates, norms, losses, times): "
               "judged on log(value), the band a ratio to the level whose lower edge is never ≤ 0, and rel_floor "
               "the least σ in log units", default="linear", choices=("linear", "ratio")),
         Param("max_ratio", NUMBER, "ratio bands: the band's edges are at most this ratio above and below the level, "
               "so a noisy metric still has a band a large drop or rise crosses", minimum=1, above_minimum=True,
               default=lambda p: 4.0 if p["scale"] == "ratio" else None, default_text="4 for ratio bands"),
+        Param("drift_ratio", NUMBER, "ratio bands: the band's edges are at most this ratio from the level a window "
+              "earlier (the anchor), so a ramp or a compounding drift the trend would follow is held once it has "
+              "carried the metric this far", minimum=1, above_minimum=True),
+        Param("floor_share", NUMBER, "judged only while the last value before a point (before the excursion, during "
+              "one) is at least this share of the highest value "
+              "the series has had (a learning rate at the end of its schedule, already near zero, is not collapsing)",
+              minimum=0, above_minimum=True, maximum=1),
+        Param("per", NAME, "judge the value divided by this run-level metric at the same step (update_ratio per "
+              "unit of lr: what the optimizer did beyond what its schedule asked); points without it are not judged"),
         PERSISTENCE_SECONDS,
     ),
     "absence": (
         Param("missing_steps", meaning="held when more than this many steps are missing in a row", **STEPS),
         Param("seconds", NUMBER, "held when more than this many seconds pass between points", minimum=0,
               above_minimum=True, maximum=MAX_SECONDS),
+        Param("behind_steps", meaning="held when the run's newest batch reaches more than this many steps past the "
+              "series' last point while the series sends nothing (a component whose telemetry stopped while the run "
+              "goes on: a dead worker), and more than 5 × the series' own step interval and twice the furthest it "
+              "fell behind and caught up before (senders that run apart)", **STEPS),
     ),
     "event": (
         Param("min_magnitude", NUMBER, "events of a lower magnitude (or none) are ignored"),
@@ -170,6 +190,21 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("fast_rise", NUMBER, "also held, before K rises, once the validation metric has risen at two "
               "evaluations in a row and stands this share above its lowest evaluation while the training metric "
               "fell over the same evaluations (unset: only the K rises)", minimum=0, above_minimum=True),
+        Param("noise_z", NUMBER, "either way, the rise must also exceed this many times the evaluation's own "
+              "noise (the spread of its evaluations around their local trend: second differences over the last 16), "
+              "measured from the lowest running median of three evaluations; nothing is held before 4 evaluations "
+              "tell the noise (0: the fixed shares alone, as before)", default=4.0, minimum=0),
+    ),
+    "reference": (
+        Param("direction", CHOICE, "which side is held: above every reference run, below every one, or either",
+              default="above", choices=("above", "below", "both")),
+        Param("ratio", NUMBER, "held when the value is beyond this ratio of the reference runs' extreme at the same "
+              "step (above: × their highest; below: ÷ their lowest)", default=1.1, minimum=1, above_minimum=True),
+        Param("reference_window", meaning="steps either side of a step; each reference run's value there is the "
+              "median of its finite points within them", default=50, **STEPS),
+        Param("min_references", WHOLE, "reference runs that must have a value at the step for it to be judged",
+              default=1, minimum=1, maximum=MAX_EVALUATIONS),
+        Param("settle_steps", meaning="first steps of each phase not judged", default=5, **STEPS),
     ),
     "weight_jump": (
         Param("allowance", NUMBER, "held when a component's weight norm changed between two consecutive samples by "
@@ -196,19 +231,28 @@ _TOGETHER: dict[str, tuple[tuple[Callable[[dict], bool], str, str], ...]] = {
         (lambda p: p["min_history"] <= p["window"], "min_history", "min_history must be at most window"),
         (lambda p: p["max_ratio"] is None or p["scale"] == "ratio", "max_ratio",
          'max_ratio applies to ratio bands only (scale "ratio")'),
+        (lambda p: p["drift_ratio"] is None or p["scale"] == "ratio", "drift_ratio",
+         'drift_ratio applies to ratio bands only (scale "ratio")'),
+    ),
+    "nonfinite": (
+        (lambda p: p["count"] <= p["within"], "within", "within must be at least count"),
     ),
     "weight_jump": (
         (lambda p: p["min_history"] <= p["window"], "min_history", "min_history must be at most window"),
     ),
     "absence": (
-        (lambda p: p.get("missing_steps") is not None or p.get("seconds") is not None, "missing_steps",
-         "an absence rule needs missing_steps, seconds or both"),
+        (lambda p: p.get("missing_steps") is not None or p.get("seconds") is not None
+         or p.get("behind_steps") is not None, "missing_steps",
+         "an absence rule needs missing_steps, seconds, behind_steps or a combination"),
     ),
 }
 NOTES = {
-    "nonfinite": "no params: held on a NaN or ±Infinity point.",
+    "nonfinite": "held on a NaN or ±Infinity point (with `count`, once that many of the last `within` are); the "
+                 "scope's `phases`, when given, are the phases judged.",
     "event": "the scope names the event conditions.",
     "divergence": "the scope names the validation metric.",
+    "reference": "the scope names the metrics; the run is judged against the project's reference runs (runs marked "
+                 "`reference`) at the same step, and nothing is held while the project has none.",
     "weight_jump": "the scope names the weight norm metric (weight_norm) and the components; update_ratio of the same "
                    "component is read where the job sends it.",
 }

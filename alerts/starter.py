@@ -17,6 +17,9 @@ from alerts.rules import save_rule
 from ingest.models import Condition, Project
 
 PER_COMPONENT_HEALTH = ["grad_norm", "weight_norm", "update_ratio", "act_norm", "dead_fraction"]
+# Every phase kind but warmup (ingest.contract's vocabulary; free-text phases are steady, an announced change of
+# config is `reconfigured`).
+NOT_WARMUP = ["steady", "lr_decay", "cooldown", "eval", "checkpoint", "data_refresh", "restart", "reconfigured"]
 
 STARTER_RULES = [
     {
@@ -38,21 +41,40 @@ STARTER_RULES = [
         },
     },
     {
-        "name": "nonfinite-gradients",
+        "name": "nonfinite-weights",
         "kind": "nonfinite",
-        "description": "Non-finite per-component health values (gradients, weights, updates, activations).",
-        "scope": {"metrics": PER_COMPONENT_HEALTH, "component": "*"},
+        "description": "Non-finite weights or activations in a component (never skipped by a loss scaler: the model itself is damaged).",
+        "scope": {"metrics": ["weight_norm", "act_norm", "act_max", "dead_fraction"], "component": "*"},
         "persistence": {"points": 1, "resolve_points": 10},
         "permitted_response": "notify",
         "runbook": {
-            "title": "Non-finite gradients or weights in a component",
-            "meaning": "A component's gradient, weight, update or activation norm was NaN or ±Infinity. The alert names the component; the first one to go is usually the cause.",
+            "title": "Non-finite weights or activations in a component",
+            "meaning": "A component's weight or activation norm was NaN or ±Infinity. Unlike a gradient overflow, which a loss scaler skips, non-finite weights do not heal: every later step computes with them. The alert names the component; the first one to go is usually the cause.",
             "checks": [
                 "On the run page the components are ordered by when they first left their band: start at the top.",
-                "Look for an exploding grad_norm in that component in the steps before.",
-                "Check for a learning-rate spike or a bad batch at that step.",
+                "Look for an exploding grad_norm or update_ratio in that component in the steps before.",
+                "What wrote the weights at that step: a checkpoint load, a custom hook, a distributed sync?",
             ],
-            "response": "Notify the owner; roll back to the last good checkpoint if the weights themselves are non-finite.",
+            "response": "Notify the owner; roll back to the last good checkpoint.",
+        },
+    },
+    {
+        "name": "nonfinite-gradients",
+        "kind": "nonfinite",
+        "description": "Non-finite gradients or updates at a rate, not per occurrence: 3 of a series' last 20 points, outside warmup (a loss scaler skips isolated overflows by design).",
+        "scope": {"metrics": ["grad_norm", "update_ratio"], "component": "*", "phases": NOT_WARMUP},
+        "persistence": {"points": 1, "resolve_points": 10},
+        "params": {"count": 3, "within": 20},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "Non-finite gradients, again and again",
+            "meaning": "Gradients or updates were NaN or ±Infinity at 3 of the last 20 points. Mixed precision's loss scaler skips a step whose gradients overflow and lowers its scale, so an overflow now and then (and a few at the start) is normal; this rate is not: steps are being skipped persistently and the run is not training. When every component goes at once the origin is the run, not a component.",
+            "checks": [
+                "Is the loss scale collapsing (the job's loss_scale metric, if it sends one)? Then it is numerics: a too-high learning rate, an fp16 range problem, a bad batch repeated.",
+                "Is it one component only? Look at its grad_norm and weights in the steps before.",
+                "Check for a learning-rate spike or a data refresh at that step.",
+            ],
+            "response": "Notify the owner.",
         },
     },
     {
@@ -77,10 +99,11 @@ STARTER_RULES = [
     {
         "name": "gradient-explosion",
         "kind": "band",
-        "description": "One component's gradient norm far above its own band (at least ~2× its level, at most 10×) for 3 points.",
+        "description": "One component's gradient norm far above its own band (at least ~2× its level, at most 10×), or ramped to 4× where it stood a window earlier, for 3 points.",
         "scope": {"metrics": ["grad_norm"], "component": "*"},
         "persistence": {"points": 3, "resolve_points": 10},
-        "params": {"direction": "above", "width": 6.0, "rel_floor": 0.12, "scale": "ratio", "max_ratio": 10.0},
+        "params": {"direction": "above", "width": 6.0, "rel_floor": 0.12, "scale": "ratio", "max_ratio": 10.0,
+                   "drift_ratio": 4.0},
         "permitted_response": "notify",
         "runbook": {
             "title": "A component's gradients are exploding",
@@ -143,11 +166,11 @@ STARTER_RULES = [
     {
         "name": "throughput-drop",
         "kind": "band",
-        "description": "Throughput below its band (at least ~1/3 under its level, at most half of it) for 10 steps and 1.5 s of the job's own time, outside checkpoints and evaluations.",
+        "description": "Throughput below its band (at least ~1/3 under its level, at most half of it), or drifted to 2/3 of where it stood a window earlier, for 10 steps and 1.5 s of the job's own time, outside checkpoints and evaluations.",
         "scope": {"metrics": ["throughput", "tokens_per_s", "samples_per_s"], "component": "*"},
         "persistence": {"points": 10, "resolve_points": 10},
         "params": {"direction": "below", "width": 6.0, "rel_floor": 0.07, "scale": "ratio", "max_ratio": 2.0,
-                   "persistence_seconds": 1.5},
+                   "drift_ratio": 1.5, "persistence_seconds": 1.5},
         "permitted_response": "notify",
         "runbook": {
             "title": "Throughput drop",
@@ -159,11 +182,11 @@ STARTER_RULES = [
     {
         "name": "slow-steps",
         "kind": "band",
-        "description": "Step time above its band (at least ~1/2 over its level, at most twice it) for 10 steps and 1.5 s of the job's own time, outside checkpoints and evaluations.",
+        "description": "Step time above its band (at least ~1/2 over its level, at most twice it), or drifted to 1.5× where it stood a window earlier, for 10 steps and 1.5 s of the job's own time, outside checkpoints and evaluations.",
         "scope": {"metrics": ["step_time"], "component": "*"},
         "persistence": {"points": 10, "resolve_points": 10},
         "params": {"direction": "above", "width": 6.0, "rel_floor": 0.07, "scale": "ratio", "max_ratio": 2.0,
-                   "persistence_seconds": 1.5},
+                   "drift_ratio": 1.5, "persistence_seconds": 1.5},
         "permitted_response": "notify",
         "runbook": {
             "title": "Slow steps",
@@ -189,6 +212,118 @@ STARTER_RULES = [
                 "Compare the component's weight_norm before and after the step on the run page.",
             ],
             "response": "Notify the owner; roll back to the last checkpoint before the jump if the weights are not meant to change that way.",
+        },
+    },
+    {
+        "name": "update-surge",
+        "kind": "band",
+        "description": "A component's update per unit of learning rate (update_ratio ÷ lr) 10× above its own band: the optimizer itself made an abnormal update (its state corrupted or reset), whatever the gradient did.",
+        "scope": {"metrics": ["update_ratio"], "component": "*"},
+        "persistence": {"points": 1, "resolve_points": 10},
+        "params": {"direction": "above", "width": 6.0, "rel_floor": 0.4, "scale": "ratio", "max_ratio": 10.0, "per": "lr"},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "The optimizer made an abnormal update",
+            "meaning": "The named component's weights moved 10× more per unit of learning rate than they had been moving. The learning rate does not explain it (it is divided out), and a gradient spike would show in grad_norm first: the optimizer's own state is the usual cause (Adam's second moment zeroed, reset or corrupted by a bad checkpoint load, a resumed run without its optimizer state).",
+            "checks": [
+                "Was there a restart or a checkpoint load just before? Check that the optimizer state was restored with the model.",
+                "Is the component's grad_norm normal at that step? Then the optimizer, not the data, made the update.",
+                "Look at the component's weight_norm: how far did the update move it?",
+            ],
+            "response": "Notify the owner; roll back to the last checkpoint before the surge if the weights moved far.",
+        },
+    },
+    {
+        "name": "vanishing-gradient",
+        "kind": "band",
+        "description": "A component's gradient norm 30× below its own band for 5 points (a collapse by orders of magnitude, above the absolute floor of lost-gradient).",
+        "scope": {"metrics": ["grad_norm"], "component": "*"},
+        "persistence": {"points": 5, "resolve_points": 10},
+        "params": {"direction": "below", "width": 6.0, "rel_floor": 0.6, "scale": "ratio", "max_ratio": 30.0},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "A component's gradients collapsed",
+            "meaning": "The named component's gradient norm fell far below its own recent level and stayed there: it has all but stopped learning, although its gradient is not exactly zero.",
+            "checks": [
+                "A gradient scaling or clipping hook on that component? A detach or a mask that cuts most of its graph?",
+                "Its dead_fraction and act_norm: are its units dying?",
+                "Is it every component? Then look at the learning rate and the loss scale.",
+            ],
+            "response": "Notify the owner.",
+        },
+    },
+    {
+        "name": "lr-collapse",
+        "kind": "band",
+        "description": "The learning rate 100× below its band, from a level still at least 1% of its peak (a schedule that fell to zero or near it outside warmup), for 5 points. A step decay, or a schedule reaching zero at its end, is not one.",
+        "scope": {"metrics": ["lr", "learning_rate"], "component": ""},
+        "persistence": {"points": 5, "resolve_points": 5},
+        "params": {"direction": "below", "width": 6.0, "rel_floor": 0.77, "scale": "ratio", "max_ratio": 100.0,
+                   "floor_share": 0.01},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "The learning rate collapsed",
+            "meaning": "The learning rate fell by two orders of magnitude or more outside warmup. Every component stops moving at once (frozen-component fires everywhere): the schedule is the cause, and the incident names it as the origin.",
+            "checks": [
+                "The scheduler's configuration and state after the last restart (a resumed scheduler at the wrong step, a zero LR group).",
+                "Was it planned (the end of the schedule)? Then this run's budget is spent.",
+            ],
+            "response": "Notify the owner.",
+        },
+    },
+    {
+        "name": "loss-plunge",
+        "kind": "band",
+        "description": "Training loss below its phase-aware band (under ~0.4× its expected level) for 10 points: an abrupt fall below its own trend, typically data repeating (the model memorises).",
+        "scope": {"metrics": ["loss"], "component": ""},
+        "persistence": {"points": 10, "resolve_points": 10},
+        "params": {"direction": "below", "width": 6.0, "rel_floor": 0.15, "scale": "ratio"},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "Training loss fell abruptly below its trend",
+            "meaning": "The training loss dropped far below where its own trend was heading. Training does not get easier that fast on fresh data: the data loader is most likely repeating a few batches (a broken sampler, an exhausted shard looping), and the validation loss will rise next.",
+            "checks": [
+                "The data loader's position and shard after the last restart or refresh; the sampler's seed per epoch.",
+                "Compare the validation loss at the next evaluation.",
+            ],
+            "response": "Notify the owner.",
+        },
+    },
+    {
+        "name": "component-silent",
+        "kind": "absence",
+        "description": "A component whose health telemetry stopped while the run goes on (50 steps and 5 of its own intervals past its last point): with ranks or nodes as components, a dead worker.",
+        "scope": {"metrics": PER_COMPONENT_HEALTH, "component": "*"},
+        "persistence": {"points": 1, "resolve_points": 1},
+        "params": {"behind_steps": 50},
+        "permitted_response": "notify",
+        "runbook": {
+            "title": "A component stopped reporting",
+            "meaning": "The named component sends nothing while the rest of the run moves on. Its hooks were removed, its process died (a rank or a node), or the job stopped computing it.",
+            "checks": [
+                "With ranks or nodes as components: is that process alive (scheduler, Alertmanager events on the run page)?",
+                "Was the component removed or renamed on purpose (a config change)?",
+            ],
+            "response": "Notify the owner.",
+        },
+    },
+    {
+        "name": "reference-gap",
+        "kind": "reference",
+        "description": "Training loss more than 10% above every reference run of the project at the same step, for 20 points (quiet while the project has no reference run).",
+        "scope": {"metrics": ["loss"], "component": ""},
+        "persistence": {"points": 20, "resolve_points": 20},
+        "params": {"direction": "above", "ratio": 1.1},
+        "permitted_response": "review",
+        "runbook": {
+            "title": "The run is worse than its reference runs",
+            "meaning": "At the same step the run's loss is more than 10% above the worst of the project's reference runs. A fault that lasted (a failed restore that never recovered, data that changed) looks normal to a band learnt from the run itself, but not beside runs that did not have it.",
+            "checks": [
+                "Open the run review: step 3 compares the run with its references at the same steps.",
+                "When did the gap open? A restart, a data refresh or a config change there is the first suspect.",
+                "Are the references comparable (same data, model size and schedule)?",
+            ],
+            "response": "Open a run review: continue, intervene or stop is a human decision, recorded in the run's decision log.",
         },
     },
     {

@@ -60,7 +60,7 @@ GAP_SCAN_MAX_STEPS = 200_000
 MAX_ROWS = 50
 
 # Step 3: band-like alerts (the run against its expected behaviour), and the comparison with references.
-EXPECTATION_RULE_KINDS = (RuleKind.BAND, RuleKind.DIVERGENCE, RuleKind.WEIGHT_JUMP)
+EXPECTATION_RULE_KINDS = (RuleKind.BAND, RuleKind.DIVERGENCE, RuleKind.WEIGHT_JUMP, RuleKind.REFERENCE)
 REFERENCE_LIMIT = 5  # newest reference runs beside the run when the reviewer chose none
 COMPARE_WINDOW_STEPS = 50  # each compared value is the mean of the finite values of this many steps up to it
 COMPARE_POINTS = (0.25, 0.5, 0.75, 1.0)  # where the run is compared: shares of the newest common step

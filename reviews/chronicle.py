@@ -53,7 +53,7 @@ CAUSE_WINDOW_SECONDS = 15 * 60
 
 # Rule kinds whose alerts are about the numbers a job computes (absence means no data came: a symptom of
 # the stop itself, not a cause; event alerts follow the job's or Alertmanager's own events, judged above).
-NUMERIC_KINDS = ("nonfinite", "threshold", "band", "divergence", "weight_jump")
+NUMERIC_KINDS = ("nonfinite", "threshold", "band", "divergence", "weight_jump", "reference")
 
 
 class Cause:

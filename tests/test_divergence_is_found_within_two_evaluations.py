@@ -64,7 +64,9 @@ def test_an_overfitting_run_is_alerted_within_one_and_a_half_evaluation_interval
         assert alerts[0].fired_step >= onset
         delays.append(alerts[0].fired_step - onset)
     assert np.median(delays) <= 1.5 * EVERY, delays
-    assert max(delays) <= 2 * EVERY + 10, delays
+    # A rise is judged against the evaluation's own noise, from the lowest running median of three evaluations
+    # (issue 20: noisy evaluation sets must not page): the slowest of these slow (3-8%) turns takes longer.
+    assert max(delays) <= 2.5 * EVERY, delays
 
 
 def test_benign_runs_with_warmup_cosine_decay_a_restart_and_a_data_refresh_are_quiet(sender, divergence_only):
