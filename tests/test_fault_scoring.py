@@ -393,6 +393,13 @@ def test_the_real_runs_block_judges_each_failed_restore_and_lists_the_benign_run
     assert "alerted within 20 steps: NO; still open or needing review at the last step (143,000): yes (needs_review)" in text
     assert "- pythia-160m-seed9 [heldout, benign]: paged: loss-spike (loss) at 22,010, resolved" in text
     assert "- llmc [heldout, benign]: paged: none" in text
+    many = score.real_runs_check(runs[:1], alerts, {"pythia-410m-seed4": [console_incident(f"i{n}", 122004 + n, "resolved")
+                                                                         for n in range(7)]})
+    assert "still open or needing review at the last step (143,000): NO (7 incidents: 7 resolved)" in score.format_real_runs(many, "b")
+    pages = score.real_runs_check([runs[3]], {}, {"llmc": [console_incident(n, 100 * n, "resolved") for n in range(1, 8)]})
+    assert score.format_real_runs(pages, "b").endswith(
+        "paged: 7: loss-spike (loss) at 100, resolved; loss-spike (loss) at 200, resolved; loss-spike (loss) at 300, resolved; "
+        "loss-spike (loss) at 400, resolved; loss-spike (loss) at 500, resolved; … 2 more")
 
 
 def test_run_py_judges_only_the_real_runs_in_the_block():

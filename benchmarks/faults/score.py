@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 END_MARGIN = 50  # steps after a labelled end that still count as the incident
 
@@ -591,7 +591,9 @@ def format_real_runs(check: dict, title: str) -> str:
         if f["open_at_end"]:
             still = f"yes ({', '.join(f['open_states'])})"
         elif f["incidents"]:
-            still = f"NO ({', '.join(str(s) for s in f['states'])})"
+            counts = Counter(str(st) for st in f["states"])
+            still = "NO (" + (f"{f['incidents']} incidents: " if f["incidents"] > 1 else "") + ", ".join(
+                f"{n} {st}" if f["incidents"] > 1 else st for st, n in sorted(counts.items())) + ")"
         else:
             still = "NO (no incident)"
         lines.append(f"- {f['run']} [{f['split']}], {f['kind']} at {f['start_step']:,}: alerted within {f['within']} steps: "
