@@ -266,3 +266,145 @@ def test_real_runs_get_the_fixed_split_and_run_level_incidents():
     assert seed4["incidents"] == [{"kind": "loss_divergence_after_restart", "start_step": 122002, "end_step": None,
                                    "component": "", "metrics": []}]
     assert [s["key"] for s in run.select(specs, "tune", ["410m"])] == ["pythia-410m-seed4"]
+
+
+# --- lasting faults: still open at the run's end (issue 20) ------------------------------------
+
+def stated(id, step, state, metric="loss", component=None, rule="loss-spike"):
+    return {**alert(id, step, component=component), "state": state, "metric": metric,
+            "rule": {"name": rule, "permitted_response": "notify"}}
+
+
+def console_incident(id, step, state, alerts=(), rule="loss-spike", metric="loss", component=None):
+    return {"id": id, "first_step": step, "state": state, "alerts": list(alerts), "severity": "notify",
+            "origin": {"alert": alerts[0] if alerts else None, "rule": rule, "metric": metric, "component": component,
+                       "step": step}}
+
+
+def test_a_lasting_fault_counts_as_open_at_the_end_only_with_an_open_alert():
+    runs = [
+        a_run("open", [incident("divergence", 1000)], last_step=3000),
+        a_run("quiet-again", [incident("divergence", 1000)], last_step=3000),
+        a_run("acked", [incident("divergence", 1000)], last_step=3000),
+        a_run("missed", [incident("divergence", 1000)], last_step=3000),
+        a_run("ends", [incident("spike", 100, 120)], last_step=3000),  # has an end: not lasting
+    ]
+    alerts = {
+        # the first alert resolved, a later one of the same fault still fires: open
+        "open": [stated(1, 1002, "resolved"), stated(2, 1500, "firing")],
+        # fired at once, resolved itself 200 steps later: the fault went quiet while it lasted
+        "quiet-again": [stated(3, 1002, "resolved")],
+        "acked": [stated(4, 1002, "acknowledged"), stated(5, 999, "firing")],  # 999 is before the fault: not its alert
+        "missed": [],
+        "ends": [stated(6, 101, "resolved")],
+    }
+    f = score.score(runs, alerts)
+    assert (f["lasting_faults"], f["lasting_detected"], f["lasting_open"]) == (4, 3, 2)
+    assert f["lasting_open_at_end"] == pytest.approx(2 / 3)
+    assert score.meets("lasting_open_at_end", f["lasting_open_at_end"]) is False
+    assert score.meets("lasting_open_at_end", 1.0) is True
+    per = {m["run"]: m["incidents"][0] for m in f["per_run"]}
+    assert per["open"]["open_at_end"] is True and per["quiet-again"]["open_at_end"] is False
+    assert per["missed"]["open_at_end"] is None and per["ends"]["open_at_end"] is None and per["ends"]["lasting"] is False
+    assert "| lasting faults with an alert still open at the end | 0.667 (2/3 detected; 4 labelled without an end) | = 1.0 | MISSED |" \
+        in score.format_table(f, "console, heldout")
+    assert "RESOLVED before the end" in score.format_run_line(next(m for m in f["per_run"] if m["run"] == "quiet-again"))
+
+
+def test_a_lasting_fault_is_open_while_any_of_its_incidents_is_not_resolved():
+    runs = [a_run(name, [incident("divergence", 1000)], last_step=3000)
+            for name in ("firing", "review", "muted", "resolved", "later", "none")]
+    incidents = {
+        "firing": [console_incident("a", 1002, "firing")],
+        "review": [console_incident("b", 1002, "needs_review")],  # a hard invariant nobody looked at: still in the inbox
+        "muted": [console_incident("c", 1002, "muted")],
+        "resolved": [console_incident("d", 1002, "resolved"), console_incident("e", 900, "firing")],  # e: before the fault
+        "later": [console_incident("f", 1002, "resolved"), console_incident("g", 2500, "acknowledged")],
+        "none": [],
+    }
+    f = score.score_incidents(runs, incidents)
+    assert (f["lasting_faults"], f["lasting_detected"], f["lasting_open"]) == (6, 5, 4)
+    assert f["lasting_open_at_end"] == pytest.approx(4 / 5)
+    per = {m["run"]: m["faults"][0] for m in f["per_run"]}
+    assert [name for name, fault in per.items() if fault["open_at_end"] is False] == ["resolved"]
+    assert per["later"]["states"] == ["resolved", "acknowledged"] and per["none"]["open_at_end"] is None
+    text = score.format_incident_table(f, "console, incidents, heldout", "console")
+    assert "| lasting faults still open at the end | 0.800 (4/5 detected; 6 labelled without an end) | = 1.0 | MISSED |" in text
+
+
+def test_no_lasting_fault_detected_is_not_a_pass_or_a_miss():
+    f = score.score_incidents([a_run("r", [incident("spike", 10, 20)])], {"r": [console_incident("a", 12, "resolved")]})
+    assert (f["lasting_faults"], f["lasting_open_at_end"]) == (0, None)
+    assert "| = 1.0 | n/a |" in score.format_incident_table(f, "t", "console")
+
+
+def test_the_false_incidents_of_a_run_are_listed_by_origin_and_step():
+    r = a_run("r", [incident("spike", 500, 510)])
+    alerts = [stated(1, 205, "resolved", metric="throughput", rule="throughput-drop"), stated(2, 501, "resolved")]
+    incidents = [console_incident(9, 200, "resolved", [1], rule="throughput-drop", metric="throughput"),
+                 console_incident(10, 501, "resolved", [2])]
+    [m] = score.score_incidents([r], {"r": incidents}, {"r": alerts})["per_run"]
+    assert m["false"] == [{"id": 9, "step": 205, "rule": "throughput-drop", "metric": "throughput", "component": "",
+                           "severity": "notify", "state": "resolved", "alerts": 1}]
+
+
+def test_the_stand_in_state_follows_the_consoles_order():
+    def grouped(*states):
+        (inc,) = score.group_alerts("r", [stated(i, 10, s) for i, s in enumerate(states)])
+        return inc["state"], inc["resolved_at"]
+
+    assert grouped("resolved", "acknowledged")[0] == "acknowledged"
+    assert grouped("muted", "resolved")[0] == "muted"
+    assert grouped("muted", "acknowledged", "resolved")[0] == "acknowledged"
+    assert grouped("resolved", "firing")[0] == "firing"
+    assert grouped("resolved", "resolved")[0] == "resolved"
+    assert grouped("acknowledged")[1] is None  # not resolved: no resolved_at
+
+
+# --- the real runs, one by one ------------------------------------------------------------------
+
+def test_the_real_runs_block_judges_each_failed_restore_and_lists_the_benign_runs_pages():
+    runs = [
+        a_run("pythia-410m-seed4", [incident("loss_divergence_after_restart", 122002)], last_step=143000, split="tune"),
+        a_run("pythia-410m-seed3", [incident("loss_divergence_after_restart", 75002)], last_step=143000, split="heldout"),
+        a_run("pythia-160m-seed9", last_step=143000, split="heldout"),
+        a_run("llmc", last_step=19560, split="heldout"),
+    ]
+    alerts = {
+        "pythia-410m-seed4": [stated(1, 122004, "resolved")],
+        # fired 25 steps after the restore: too late; a second alert keeps the fault open
+        "pythia-410m-seed3": [stated(2, 75027, "resolved"), stated(3, 90000, "firing")],
+        "pythia-160m-seed9": [stated(4, 22010, "resolved")],
+    }
+    incidents = {
+        "pythia-410m-seed4": [console_incident("i1", 122004, "resolved", [1])],
+        "pythia-410m-seed3": [console_incident("i2", 75027, "resolved", [2]), console_incident("i3", 90000, "needs_review", [3])],
+        "pythia-160m-seed9": [console_incident("i4", 22010, "resolved", [4])],
+    }
+    check = score.real_runs_check(runs, alerts, incidents)
+    seed4, seed3 = check["faults"]
+    assert (seed4["alerted"], seed4["delay"], seed4["open_at_end"], seed4["alert_open_at_end"]) == (True, 2, False, False)
+    assert (seed3["alerted"], seed3["delay"], seed3["open_at_end"], seed3["open_states"]) == (False, None, True, ["needs_review"])
+    assert seed3["alert_open_at_end"] is True
+    assert [(b["run"], [p["step"] for p in b["pages"]]) for b in check["benign"]] == [("pythia-160m-seed9", [22010]), ("llmc", [])]
+    text = score.format_real_runs(check, "console")
+    assert ("- pythia-410m-seed4 [tune], loss_divergence_after_restart at 122,002: alerted within 20 steps: yes (+2, fired at "
+            "step 122,004); still open or needing review at the last step (143,000): NO (resolved)") in text
+    assert "alerted within 20 steps: NO; still open or needing review at the last step (143,000): yes (needs_review)" in text
+    assert "- pythia-160m-seed9 [heldout, benign]: paged: loss-spike (loss) at 22,010, resolved" in text
+    assert "- llmc [heldout, benign]: paged: none" in text
+    many = score.real_runs_check(runs[:1], alerts, {"pythia-410m-seed4": [console_incident(f"i{n}", 122004 + n, "resolved")
+                                                                         for n in range(7)]})
+    assert "still open or needing review at the last step (143,000): NO (7 incidents: 7 resolved)" in score.format_real_runs(many, "b")
+    pages = score.real_runs_check([runs[3]], {}, {"llmc": [console_incident(n, 100 * n, "resolved") for n in range(1, 8)]})
+    assert score.format_real_runs(pages, "b").endswith(
+        "paged: 7: loss-spike (loss) at 100, resolved; loss-spike (loss) at 200, resolved; loss-spike (loss) at 300, resolved; "
+        "loss-spike (loss) at 400, resolved; loss-spike (loss) at 500, resolved; … 2 more")
+
+
+def test_run_py_judges_only_the_real_runs_in_the_block():
+    runs = [{**a_run("pythia-410m-seed4", [incident("x", 122002)], last_step=143000), "corpus": "real"},
+            {**a_run("faults-benign-s0"), "corpus": "generated"}]
+    check = run.real_runs(runs, {}, {})
+    assert [f["run"] for f in check["faults"]] == ["pythia-410m-seed4"] and check["benign"] == []
+    assert check["faults"][0]["alerted"] is False and check["faults"][0]["open_at_end"] is False

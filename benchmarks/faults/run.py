@@ -41,10 +41,14 @@ What it does:
    offline, in the same client thread;
 6. scores both with `score.py`, at the alert level and at the incident level (the baseline's
    incidents always from the stand-in), and prints, per detector and level, one table per split
-   (tune, heldout, all) with the targets beside the figures and which source the incidents came
-   from, whether pythia-410m-seed4's failed restore (incident at 122002) was alerted within 20
-   steps, per-run lines with --verbose, the request latencies (which include evaluation), any
-   errors in the server log, and the wall time; --json OUT writes all of it.
+   (tune, heldout, all) with the targets beside the figures (lasting faults still open at the end
+   included) and which source the incidents came from; per detector, the real runs one by one
+   (`score.real_runs_check`): for each labelled fault (the failed restores of pythia-410m-seed3
+   and -seed4) whether it was alerted within 20 steps and with what delay, and whether an incident
+   of it is still open or needs review after the run's last batch (step 143,000); for each benign
+   real run, its pages (incidents), or none; per-run lines with --verbose, the request latencies
+   (which include evaluation), any errors in the server log, and the wall time; --json OUT writes
+   all of it (two such files are compared fault by fault with `compare.py`).
 """
 from __future__ import annotations
 
@@ -80,7 +84,7 @@ PG_DATABASE = "wl_faults_bench"
 GENERATED_LABELS = HERE / "corpus" / "labels.json"
 REAL_LABELS = ROOT / "data" / "real-runs" / "labels.json"
 REAL_TUNE = {"pythia-160m-seed4", "pythia-410m-seed4"}
-RESTORE_CHECK = ("pythia-410m-seed4", 122002, 20)  # run, incident start, steps
+RESTORE_CHECK = ("pythia-410m-seed4", 122002, 20)  # run, incident start, steps (the --json's `restore_check`)
 MAX_BODY = 3_500_000  # stay under the contract's 4 MiB per body even with long lines
 SPLITS = ("tune", "heldout", "all")
 
@@ -496,15 +500,23 @@ def evaluate_incidents(runs: list[dict], incidents_by_run: dict, alerts_by_run: 
     return out
 
 
-def print_incidents(name: str, figures: dict, source: str, verbose: bool):
+def print_incidents(name: str, figures: dict, source: str, verbose: bool, real: dict | None = None):
     print(f"\n{name}, incident level: incidents from the {source}")
     for split, f in figures.items():
         print()
         print(score.format_incident_table(f, f"{name}, incidents, {split}", "console" if source == CONSOLE_INCIDENTS else "stand-in"))
+    if real is not None and (real["faults"] or real["benign"]):
+        print()
+        print(score.format_real_runs(real, name))
     if verbose and "all" in figures:
         print(f"\n{name}, incidents per run:")
         for m in figures["all"]["per_run"]:
             print("  " + score.format_incident_run_line(m))
+
+
+def real_runs(runs: list[dict], alerts_by_run: dict, incidents_by_run: dict) -> dict:
+    """The real runs replayed, judged one by one (`score.real_runs_check`)."""
+    return score.real_runs_check([r for r in runs if r["corpus"] == "real"], alerts_by_run, incidents_by_run)
 
 
 def restore_check(alerts_by_run: dict, runs: list[dict]):
@@ -515,15 +527,10 @@ def restore_check(alerts_by_run: dict, runs: list[dict]):
     return {"run": run_id, "incident_step": start, "within": within, "first_fired_step": hit, "alerted": hit is not None}
 
 
-def print_detector(name: str, figures: dict, check, verbose: bool):
+def print_detector(name: str, figures: dict, verbose: bool):
     for split, f in figures.items():
         print()
         print(score.format_table(f, f"{name}, {split}"))
-    if check is not None:
-        verdict = (f"yes, fired at step {check['first_fired_step']} (+{check['first_fired_step'] - check['incident_step']})"
-                   if check["alerted"] else "NO")
-        print(f"\n{name}: {check['run']}'s failed restore (incident at {check['incident_step']}) alerted within "
-              f"{check['within']} steps: {verdict}")
     if verbose and "all" in figures:
         print(f"\n{name}, per run:")
         for m in figures["all"]["per_run"]:
@@ -660,6 +667,7 @@ def main(argv=None) -> int:
     base_incidents = {run: score.group_alerts(run, found) for run, found in base_alerts.items()}
     console_inc = evaluate_incidents(runs, console_incidents, console_alerts)
     base_inc = evaluate_incidents(runs, base_incidents, base_alerts)
+    console_real, base_real = real_runs(runs, console_alerts, console_incidents), real_runs(runs, base_alerts, base_incidents)
 
     lines = sum(r["lines"] for r in results.values())
     lat = latency_summary(results)
@@ -667,10 +675,10 @@ def main(argv=None) -> int:
     for note in notes:
         print(f"\nnote: {note}")
     print(f"\nincidents: {incident_source}")
-    print_detector("console", console, console_check, args.verbose)
-    print_incidents("console", console_inc, incident_source, args.verbose)
-    print_detector("baseline (phase-blind EMA z-score, |z| > 3)", base, base_check, args.verbose)
-    print_incidents("baseline (phase-blind EMA z-score, |z| > 3)", base_inc, STANDIN, False)
+    print_detector("console", console, args.verbose)
+    print_incidents("console", console_inc, incident_source, args.verbose, console_real)
+    print_detector("baseline (phase-blind EMA z-score, |z| > 3)", base, args.verbose)
+    print_incidents("baseline (phase-blind EMA z-score, |z| > 3)", base_inc, STANDIN, False, base_real)
 
     timings["baseline_cpu_s"] = sum(r["baseline_s"] for r in results.values())
     timings["wall_s"] = time.perf_counter() - wall0
@@ -696,6 +704,7 @@ def main(argv=None) -> int:
             "console_incidents": console_inc, "baseline_incidents": base_inc,
             "incidents": {"console": console_incidents},
             "restore_check": {"console": console_check, "baseline": base_check},
+            "real_runs": {"console": console_real, "baseline": base_real},
             "alerts": {"console": console_alerts, "baseline": base_alerts},
         }
         args.json.write_text(json.dumps(_wire(document), indent=1, default=str, allow_nan=False))

@@ -24,6 +24,10 @@ Definitions
   median (the usual one: mean of the two middle values for an even count) and p90 (nearest rank).
 - localization = over detected incidents whose label names a component, the share whose
   earliest-firing true alert (smallest fired step, ties by smallest id) names exactly that component.
+- a *lasting* incident is one whose label has no end_step (the run never recovered). Lasting
+  incidents still open at the end = over detected lasting incidents, the share with >= 1 true alert
+  still open as read after the run's last batch: its ``state`` is firing, acknowledged or muted
+  (`OPEN_ALERT_STATES`; an alert without a state counts as not open). Target: all of them (1.0).
 
 Incident level
 --------------
@@ -42,12 +46,26 @@ above (the word "fault" is used for it here, to keep the two apart).
   incident (smallest step, ties by id as text) has an origin naming exactly that component.
 - alerts per incident: median and max of len(alerts) over every incident of the runs scored;
   incidents per detected fault: median and max of its true incidents.
+- lasting faults still open at the end = over detected faults whose label has no end_step, the
+  share with >= 1 true incident (any of them, not only the first) whose ``state``, as read after the
+  run's last batch, is not resolved: firing, acknowledged, muted or needs_review
+  (`OPEN_INCIDENT_STATES`, the states `GET /api/v1/incidents/` answers besides resolved). Target:
+  all of them (1.0): a fault that lasts must not leave the inbox while it lasts.
+- a run's false incidents are listed (``false``: id, step, origin rule, metric, component, state),
+  so that two replays can be compared page by page (`compare.py`).
+
+Real runs
+---------
+`real_runs_check` judges the real public runs one by one: for each labelled fault, the earliest
+fired step of an alert in [start_step, start_step + `REAL_WITHIN`] (alerted within 20 steps, and
+the delay), and whether a true incident of it is open (`OPEN_INCIDENT_STATES`, needs review
+included) after the run's last batch; for each run without a label, its incidents (a page each).
 """
 from __future__ import annotations
 
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 END_MARGIN = 50  # steps after a labelled end that still count as the incident
 
@@ -58,7 +76,14 @@ TARGETS = {
     "median_delay": ("<=", 10),
     "localization": (">=", 0.9),
     "median_alerts_per_incident": ("<=", 2),
+    "lasting_open_at_end": (">=", 1.0),
 }
+
+# States read after a run's last batch that still hold a fault in front of a person.
+OPEN_ALERT_STATES = frozenset({"firing", "acknowledged", "muted"})
+OPEN_INCIDENT_STATES = frozenset({"firing", "acknowledged", "muted", "needs_review"})
+REAL_WITHIN = 20  # steps within which a real run's labelled fault must be alerted
+REAL_PAGES_SHOWN = 5  # a benign real run's pages listed by name in the text (all of them in the JSON)
 
 # The client-side stand-in for incidents (used while the console has no incidents endpoint).
 STANDIN_GAP = 5  # alerts of a run whose fired steps are within this many steps of the previous one join its incident
@@ -72,6 +97,7 @@ SIGNAL_CLASSES = {
 }
 OTHER_SIGNAL = 4
 RESPONSE_ORDER = ["observe", "notify", "review", "stop", "rewind"]
+STANDIN_STATE_ORDER = ("firing", "acknowledged", "muted", "resolved")
 
 
 def fired_step(alert: dict) -> int:
@@ -129,6 +155,8 @@ def match_run(run: dict, alerts: list[dict]) -> dict:
             "first_alert": first["id"] if first else None,
             "first_component": alert_component(first) if first else None,
             "localized": (alert_component(first) == (inc.get("component") or "")) if first else None,
+            "lasting": inc.get("end_step") is None,
+            "open_at_end": (any(alert_open(a) for a in hits) if first else None) if inc.get("end_step") is None else None,
         })
     return {
         "run": run["run"],
@@ -144,6 +172,27 @@ def match_run(run: dict, alerts: list[dict]) -> dict:
 
 def _ratio(num: int, den: int):
     return None if den == 0 else num / den
+
+
+def alert_open(alert: dict) -> bool:
+    return alert.get("state") in OPEN_ALERT_STATES
+
+
+def incident_open(incident: dict) -> bool:
+    return incident.get("state") in OPEN_INCIDENT_STATES
+
+
+def _lasting_figures(faults) -> dict:
+    """Lasting faults (no end_step), those detected, and those of them with something still open at the end."""
+    lasting = [f for f in faults if f["end_step"] is None]
+    detected = [f for f in lasting if f["detected"]]
+    still_open = sum(bool(f["open_at_end"]) for f in detected)
+    return {
+        "lasting_faults": len(lasting),
+        "lasting_detected": len(detected),
+        "lasting_open": still_open,
+        "lasting_open_at_end": _ratio(still_open, len(detected)),
+    }
 
 
 def score(runs: list[dict], alerts_by_run: dict[str, list[dict]]) -> dict:
@@ -168,6 +217,7 @@ def score(runs: list[dict], alerts_by_run: dict[str, list[dict]]) -> dict:
     return {
         "incidents": incidents,
         **_shared_figures(matched, by_kind, delays, loc_hits, loc_total, labelled_components, raised="alerts"),
+        **_lasting_figures([inc for m in matched for inc in m["incidents"]]),
         "alerts": total_alerts,
         "false_alerts": false_alerts,
         "false_alarm_share": _ratio(false_alerts, total_alerts),
@@ -230,7 +280,9 @@ def origin_alert(alerts: list[dict]) -> dict:
 def group_alerts(run: str, alerts: list[dict], gap: int = STANDIN_GAP) -> list[dict]:
     """Client-side stand-in for `GET /api/v1/incidents/?run=`: the run's alerts in fired-step order, a
     new incident whenever an alert fires more than `gap` steps after the previous one; each incident in
-    the endpoint's shape, its origin chosen by `origin_alert`."""
+    the endpoint's shape, its origin chosen by `origin_alert`, its state the first of firing, acknowledged,
+    muted, resolved that one of its alerts has (the console's order; needs_review, which depends on the
+    rule's kind, is not known here), None when no alert has a state."""
     ordered = sorted(alerts, key=lambda a: (fired_step(a), a["id"]))
     groups: list[list[dict]] = []
     for a in ordered:
@@ -244,10 +296,11 @@ def group_alerts(run: str, alerts: list[dict], gap: int = STANDIN_GAP) -> list[d
         radius = sorted({(a.get("metric") or "", alert_component(a)) for a in members if a is not o}
                         - {(o.get("metric") or "", alert_component(o))})
         states = {a.get("state") for a in members}
+        state = next((st for st in STANDIN_STATE_ORDER if st in states), None)
         incidents.append({
             "id": f"standin-{run}-{n}",
             "run": run,
-            "state": "firing" if "firing" in states else (states.pop() if len(states) == 1 else None),
+            "state": state,
             "severity": _severity(members),
             "first_step": min(fired_step(a) for a in members),
             "origin": {"alert": o["id"], "rule": _rule_name(o), "metric": o.get("metric"),
@@ -255,7 +308,7 @@ def group_alerts(run: str, alerts: list[dict], gap: int = STANDIN_GAP) -> list[d
             "alerts": [a["id"] for a in members],
             "blast_radius": [{"metric": m, "component": c} for m, c in radius],
             "opened_at": min((a.get("fired_at") for a in members if a.get("fired_at")), default=None),
-            "resolved_at": None if "firing" in states else max((a.get("resolved_at") or "" for a in members), default=None) or None,
+            "resolved_at": None if state != "resolved" else max((a.get("resolved_at") or "" for a in members), default=None) or None,
         })
     return incidents
 
@@ -304,6 +357,10 @@ def match_run_incidents(run: dict, incidents: list[dict], alerts: list[dict] = (
             "origin_component": named,
             "origin_metric": ((first[1].get("origin") or {}).get("metric")) if first else None,
             "localized": (named == comp) if first else None,
+            "lasting": fault.get("end_step") is None,
+            "open_at_end": (any(incident_open(inc) for _, inc in hits) if first else None)
+            if fault.get("end_step") is None else None,
+            "states": [inc.get("state") for _, inc in hits],
         })
     return {
         "run": run["run"],
@@ -314,6 +371,22 @@ def match_run_incidents(run: dict, incidents: list[dict], alerts: list[dict] = (
         "alerts_per_incident": [len(i.get("alerts") or []) for i in incidents],
         "first_step": min((incident_step(i, by_id) for i in incidents), default=None),
         "faults": faults,
+        "false": [incident_summary(i, by_id) for i in sorted(false_incidents, key=lambda i: (incident_step(i, by_id), str(i["id"])))],
+    }
+
+
+def incident_summary(incident: dict, alerts_by_id: dict) -> dict:
+    """Who an incident is, as a page: its id, step, origin (rule, metric, component), severity and state."""
+    origin = incident.get("origin") or {}
+    return {
+        "id": incident.get("id"),
+        "step": incident_step(incident, alerts_by_id),
+        "rule": origin.get("rule"),
+        "metric": origin.get("metric"),
+        "component": origin.get("component") or "",
+        "severity": incident.get("severity"),
+        "state": incident.get("state"),
+        "alerts": len(incident.get("alerts") or []),
     }
 
 
@@ -342,6 +415,7 @@ def score_incidents(runs: list[dict], incidents_by_run: dict[str, list[dict]],
     return {
         "faults": faults,
         **_shared_figures(matched, by_kind, delays, loc_hits, loc_total, labelled, raised="incidents"),
+        **_lasting_figures([f for m in matched for f in m["faults"]]),
         "incidents": total,
         "false_incidents": false,
         "false_alarm_share": _ratio(false, total),
@@ -407,7 +481,13 @@ def format_table(figures: dict, title: str) -> str:
     lines.append(f"| localization | {_ratio_text(f['localization'])} ({f['localized']}/{f['localization_incidents']} detected; "
                  f"{f['incidents_with_component']} labelled with a component) | ≥ 0.9 | "
                  f"{_verdict('localization', f['localization'])} |")
+    lines.append(_lasting_row("lasting faults with an alert still open at the end", f))
     return "\n".join(lines)
+
+
+def _lasting_row(label: str, f: dict) -> str:
+    return (f"| {label} | {_ratio_text(f['lasting_open_at_end'])} ({f['lasting_open']}/{f['lasting_detected']} detected; "
+            f"{f['lasting_faults']} labelled without an end) | = 1.0 | {_verdict('lasting_open_at_end', f['lasting_open_at_end'])} |")
 
 
 def format_incident_table(f: dict, title: str, source: str) -> str:
@@ -431,6 +511,7 @@ def format_incident_table(f: dict, title: str, source: str) -> str:
     lines.append(f"| alerts per incident, median / max | {_fmt(f['median_alerts_per_incident'], 1)} / {_fmt(f['max_alerts_per_incident'])} | median ≤ 2 | "
                  f"{_verdict('median_alerts_per_incident', f['median_alerts_per_incident'])} |")
     lines.append(f"| incidents per detected fault, median / max | {_fmt(f['median_incidents_per_fault'], 1)} / {_fmt(f['max_incidents_per_fault'])} | | |")
+    lines.append(_lasting_row("lasting faults still open at the end", f))
     return "\n".join(lines)
 
 
@@ -442,7 +523,7 @@ def format_incident_run_line(m: dict) -> str:
         if f["detected"]:
             loc = "" if not f["component"] else (" localized" if f["localized"] else f" origin {f['origin_component'] or 'run'}")
             parts.append(f"{f['kind']}{where} {f['start_step']}: delay {f['delay']}, {f['incidents']} incident(s), origin metric "
-                         f"{f['origin_metric']}{loc}")
+                         f"{f['origin_metric']}{loc}{_open_text(f)}")
         else:
             parts.append(f"{f['kind']}{where} {f['start_step']}: missed")
     return "; ".join(parts)
@@ -455,7 +536,74 @@ def format_run_line(m: dict) -> str:
         where = f"@{inc['component']}" if inc["component"] else ""
         if inc["detected"]:
             loc = "" if not inc["component"] else (" localized" if inc["localized"] else f" named {inc['first_component'] or 'run'}")
-            parts.append(f"{inc['kind']}{where} {inc['start_step']}: delay {inc['delay']}{loc}")
+            parts.append(f"{inc['kind']}{where} {inc['start_step']}: delay {inc['delay']}{loc}{_open_text(inc)}")
         else:
             parts.append(f"{inc['kind']}{where} {inc['start_step']}: missed")
     return "; ".join(parts)
+
+
+def _open_text(fault: dict) -> str:
+    if fault.get("open_at_end") is None:
+        return ""
+    return ", open at the end" if fault["open_at_end"] else ", RESOLVED before the end"
+
+
+# --------------------------------------------------------------------------------------
+# The real runs, one by one
+# --------------------------------------------------------------------------------------
+
+def real_runs_check(runs: list[dict], alerts_by_run: dict, incidents_by_run: dict, within: int = REAL_WITHIN) -> dict:
+    """Per real run (see the module docstring): `faults` (a row per labelled fault of a run that has
+    them) and `benign` (a row per run without a label, with its incidents as pages)."""
+    faults, benign = [], []
+    for run in runs:
+        alerts = alerts_by_run.get(run["run"], [])
+        incidents = incidents_by_run.get(run["run"], [])
+        by_id = {a["id"]: a for a in alerts}
+        if not run["incidents"]:
+            benign.append({"run": run["run"], "split": run.get("split"), "last_step": run["last_step"],
+                           "pages": [incident_summary(i, by_id) for i in
+                                     sorted(incidents, key=lambda i: (incident_step(i, by_id), str(i["id"])))],
+                           "alerts": len(alerts)})
+            continue
+        for fault in run["incidents"]:
+            lo, hi = incident_window(fault, run["last_step"])
+            hit = alerted_within(alerts, fault["start_step"], within)
+            true_incidents = [i for i in incidents if lo <= incident_step(i, by_id) <= hi]
+            open_states = sorted({i.get("state") for i in true_incidents if incident_open(i)})
+            faults.append({
+                "run": run["run"], "split": run.get("split"), "kind": fault["kind"],
+                "start_step": fault["start_step"], "end_step": fault.get("end_step"), "last_step": run["last_step"],
+                "within": within, "first_fired_step": hit, "alerted": hit is not None,
+                "delay": None if hit is None else hit - fault["start_step"],
+                "incidents": len(true_incidents),
+                "states": [i.get("state") for i in true_incidents],
+                "open_at_end": bool(open_states), "open_states": open_states,
+                "alert_open_at_end": any(alert_open(a) for a in alerts if lo <= fired_step(a) <= hi),
+            })
+    return {"within": within, "faults": faults, "benign": benign}
+
+
+def format_real_runs(check: dict, title: str) -> str:
+    lines = [f"### {title}: the real runs", ""]
+    for f in check["faults"]:
+        alerted = f"yes (+{f['delay']}, fired at step {f['first_fired_step']:,})" if f["alerted"] else "NO"
+        if f["open_at_end"]:
+            still = f"yes ({', '.join(f['open_states'])})"
+        elif f["incidents"]:
+            counts = Counter(str(st) for st in f["states"])
+            still = "NO (" + (f"{f['incidents']} incidents: " if f["incidents"] > 1 else "") + ", ".join(
+                f"{n} {st}" if f["incidents"] > 1 else st for st, n in sorted(counts.items())) + ")"
+        else:
+            still = "NO (no incident)"
+        lines.append(f"- {f['run']} [{f['split']}], {f['kind']} at {f['start_step']:,}: alerted within {f['within']} steps: "
+                     f"{alerted}; still open or needing review at the last step ({f['last_step']:,}): {still}")
+    for b in check["benign"]:
+        shown = b["pages"][:REAL_PAGES_SHOWN]
+        pages = "none" if not b["pages"] else (f"{len(b['pages'])}: " if len(b["pages"]) > 1 else "") + "; ".join(
+            f"{p['rule'] or '?'} ({p['metric'] or 'event'}{'@' + p['component'] if p['component'] else ''}) at {p['step']:,}, {p['state']}"
+            for p in shown) + (f"; … {len(b['pages']) - len(shown)} more" if len(b["pages"]) > len(shown) else "")
+        lines.append(f"- {b['run']} [{b['split']}, benign]: paged: {pages}")
+    if not check["faults"] and not check["benign"]:
+        lines.append("- no real run replayed")
+    return "\n".join(lines)
