@@ -4,6 +4,7 @@
     .venv/bin/pip install -e '.[faults]'                  # torch==2.13.0 (CPU)
     .venv/bin/python benchmarks/faults/generate.py        # all 74 runs -> benchmarks/faults/corpus/
     .venv/bin/python benchmarks/faults/generate.py --set extended   # the 34 runs of issue 11 (MLP, CNN, transformer)
+    .venv/bin/python benchmarks/faults/generate.py --set issue20    # the 58 runs of issue 20 (adds a char GRU and a step_time point)
     .venv/bin/python benchmarks/faults/generate.py --merge /tmp/a /tmp/b   # runs made with --out elsewhere
     .venv/bin/python benchmarks/faults/generate.py --only lr_spike --seeds 0 1 --out /tmp/c
     .venv/bin/python benchmarks/faults/generate.py --only benign --seeds 4
@@ -22,6 +23,13 @@ The extended set (EXT_RUNS) adds an MLP and a causal CNN beside the transformer,
 validation divergence with evals every 100 steps) and noisy benign runs with short throughput
 dips; its step times are measured plus simulated shared-machine delays, rescaled to an idle
 core's step (see NOMINAL_STEP_S and IDLE_STEP_S).
+
+The issue-20 set (I20_KINDS) adds ten fault kinds (a loss shift after a failed restore, a throughput
+drop, an Adam second-moment corruption, a gradient-accumulation ramp, a compounding step-time drift,
+a gradient collapse, a component's telemetry stopping, an LR collapse, a repeating data loader,
+persistent loss-scaler skipping) and five benign kinds (noisy evals, isolated AMP overflows, an
+announced batch change, step-decay/SGDR schedules, a slow checkpoint on a loaded machine), a char GRU
+family and a run-level `step_time` point.
 
 Original fault runs (8 kinds) inject one fault at a step drawn from the seed in 250..550; benign runs
 exercise warmup, evals, checkpoints, cosine LR decay, a data refresh and a restart from a
