@@ -4,6 +4,7 @@
     .venv/bin/pip install -e '.[faults]'                  # torch==2.13.0 (CPU)
     .venv/bin/python benchmarks/faults/generate.py        # all 74 runs -> benchmarks/faults/corpus/
     .venv/bin/python benchmarks/faults/generate.py --set extended   # the 34 runs of issue 11 (MLP, CNN, transformer)
+    .venv/bin/python benchmarks/faults/generate.py --set issue20    # the 58 runs of issue 20 (adds a char GRU and a step_time point)
     .venv/bin/python benchmarks/faults/generate.py --merge /tmp/a /tmp/b   # runs made with --out elsewhere
     .venv/bin/python benchmarks/faults/generate.py --only lr_spike --seeds 0 1 --out /tmp/c
     .venv/bin/python benchmarks/faults/generate.py --only benign --seeds 4
@@ -22,6 +23,13 @@ The extended set (EXT_RUNS) adds an MLP and a causal CNN beside the transformer,
 validation divergence with evals every 100 steps) and noisy benign runs with short throughput
 dips; its step times are measured plus simulated shared-machine delays, rescaled to an idle
 core's step (see NOMINAL_STEP_S and IDLE_STEP_S).
+
+The issue-20 set (I20_KINDS) adds ten fault kinds (a loss shift after a failed restore, a throughput
+drop, an Adam second-moment corruption, a gradient-accumulation ramp, a compounding step-time drift,
+a gradient collapse, a component's telemetry stopping, an LR collapse, a repeating data loader,
+persistent loss-scaler skipping) and five benign kinds (noisy evals, isolated AMP overflows, an
+announced batch change, step-decay/SGDR schedules, a slow checkpoint on a loaded machine), a char GRU
+family and a run-level `step_time` point.
 
 Original fault runs (8 kinds) inject one fault at a step drawn from the seed in 250..550; benign runs
 exercise warmup, evals, checkpoints, cosine LR decay, a data refresh and a restart from a
@@ -94,8 +102,24 @@ EXT_FAULT_KINDS = [
     "nan_loss_recover",  # class 4: one NaN loss (the step is skipped), then finite points
     "val_divergence",    # class 5: validation divergence, evaluations every 100 steps
 ]
-KINDS = FAULT_KINDS + ["benign"] + EXT_FAULT_KINDS + ["benign_noisy"]
-BENIGN_KINDS = ("benign", "benign_noisy")
+# The issue-20 set: ten more fault kinds and five benign kinds on the MLP, CNN, transformer and a
+# character GRU, with the extended set's time model plus a run-level `step_time` point.
+I20_FAULT_KINDS = [
+    "loss_shift",       # a failed restore: restart phase, then a data pipeline broken for good (loss level up for good)
+    "throughput_drop",  # every step ~10x its nominal time from s to the end (a slow disk)
+    "update_surge",     # one component's Adam exp_avg_sq scaled by 1e-6 (a corrupted optimizer state)
+    "grad_ramp",        # one component's .grad never zeroed from s (a gradient-accumulation bug)
+    "step_drift",       # each step's simulated delay grows geometrically from s
+    "grad_collapse",    # one component's gradients x1e-4 from s (a broken gradient-scaling hook)
+    "telemetry_stop",   # one component's points stop being sent from s
+    "lr_collapse",      # every parameter group's LR 0 (or 1e-9) from s
+    "data_repeat",      # the data loader cycles through 4 batches from s
+    "amp_skip",         # every step's gradients non-finite from s; the loss scaler skips every update
+]
+I20_BENIGN_KINDS = ["benign_noisy_eval", "benign_amp", "benign_batch_change", "benign_lr_schedules", "benign_slow_ckpt"]
+I20_KINDS = I20_FAULT_KINDS + I20_BENIGN_KINDS
+KINDS = FAULT_KINDS + ["benign"] + EXT_FAULT_KINDS + ["benign_noisy"] + I20_KINDS
+BENIGN_KINDS = ("benign", "benign_noisy", *I20_BENIGN_KINDS)
 # kind -> per seed: (model family, faulty component or "" for a run-level fault). Seeds below half
 # the count are the tune half, the rest held out.
 EXT_RUNS = {
@@ -108,6 +132,22 @@ EXT_RUNS = {
     "val_divergence": [("mlp", ""), ("cnn", ""), ("cnn", ""), ("mlp", "")],
     "benign_noisy": [("mlp", ""), ("cnn", ""), ("mlp", ""), ("transformer", ""),
                      ("cnn", ""), ("mlp", ""), ("cnn", ""), ("transformer", "")],
+    # the issue-20 set
+    "loss_shift": [("mlp", ""), ("gru", ""), ("cnn", ""), ("transformer", "")],
+    "throughput_drop": [("cnn", ""), ("mlp", ""), ("gru", ""), ("mlp", "")],
+    "update_surge": [("mlp", "fc1"), ("gru", "rnn"), ("cnn", "conv.1"), ("transformer", "blocks.0.mlp")],
+    "grad_ramp": [("cnn", "conv.2"), ("mlp", "fc2"), ("gru", "rnn"), ("cnn", "conv.0")],
+    "step_drift": [("gru", ""), ("cnn", ""), ("mlp", ""), ("gru", "")],
+    "grad_collapse": [("gru", "rnn"), ("transformer", "blocks.1.attn"), ("mlp", "fc1"), ("cnn", "conv.1")],
+    "telemetry_stop": [("mlp", "fc2"), ("cnn", "conv.0"), ("transformer", "blocks.0.attn"), ("gru", "head")],
+    "lr_collapse": [("cnn", ""), ("gru", ""), ("mlp", ""), ("transformer", "")],
+    "data_repeat": [("gru", ""), ("mlp", ""), ("transformer", ""), ("cnn", "")],
+    "amp_skip": [("mlp", ""), ("cnn", ""), ("gru", ""), ("mlp", "")],
+    "benign_noisy_eval": [("mlp", ""), ("gru", ""), ("cnn", ""), ("mlp", "")],
+    "benign_amp": [("cnn", ""), ("mlp", ""), ("transformer", ""), ("gru", "")],
+    "benign_batch_change": [("mlp", ""), ("cnn", ""), ("gru", ""), ("mlp", "")],
+    "benign_lr_schedules": [("gru", ""), ("mlp", ""), ("cnn", ""), ("transformer", "")],  # step decay s0, s2; SGDR s1, s3
+    "benign_slow_ckpt": [("mlp", ""), ("cnn", "")],
 }
 # The faulty component by seed (seed % 4); run-level faults have none.
 FAULT_COMPONENTS = {
@@ -131,6 +171,16 @@ FAULT_LAYER_METRICS = {
     "label_corruption": ["loss", "val_loss"],
     "overfit_divergence": ["val_loss", "loss"],
     "dataloader_stall": ["throughput"],
+    "loss_shift": ["loss", "val_loss"],
+    "throughput_drop": ["throughput", "step_time"],
+    "update_surge": ["update_ratio", "weight_norm"],
+    "grad_ramp": ["grad_norm"],
+    "step_drift": ["step_time", "throughput"],
+    "grad_collapse": ["grad_norm", "update_ratio"],
+    "telemetry_stop": ["grad_norm", "weight_norm", "update_ratio", "act_norm", "dead_fraction"],
+    "lr_collapse": ["lr", "update_ratio"],
+    "data_repeat": ["loss", "val_loss"],
+    "amp_skip": ["grad_norm", "update_ratio", "loss"],
 }
 STALL_STEPS = 20
 STALL_SLEEP = 0.15
@@ -146,7 +196,7 @@ BLOWUP_CAP = 1e6  # ... up to this factor, where it stays (float32 Adam state st
 # `nominal` is the run's own median measured step over steps 2-21 (NOMINAL_STEPS), so the ratios
 # hold whatever the machine's load; NOMINAL_STEP_S stands in for it before step 21 (the 1st-21st
 # steps get the noise only, no dip or stall can fall there).
-NOMINAL_STEP_S = {"mlp": 0.003, "cnn": 0.004, "transformer": 0.02}
+NOMINAL_STEP_S = {"mlp": 0.003, "cnn": 0.004, "transformer": 0.02, "gru": 0.005}
 NOMINAL_STEPS = (2, 21)
 # Then the run's clock is rescaled (`rescale_time`) so that its nominal step becomes the family's
 # step on an idle core: on a loaded shared machine the measured step of the MLP was 15-110 ms
@@ -154,7 +204,7 @@ NOMINAL_STEPS = (2, 21)
 # (measured part and simulated part alike) is multiplied by IDLE_STEP_S / nominal, so all ratios
 # stay as generated. MLP 0.8 ms = 20,000 samples/s at batch 16 (the issue's MLP); transformer
 # 15 ms = the original set's measured median (about 1,050 samples/s).
-IDLE_STEP_S = {"mlp": 0.0008, "cnn": 0.0025, "transformer": 0.015}
+IDLE_STEP_S = {"mlp": 0.0008, "cnn": 0.0025, "transformer": 0.015, "gru": 0.003}
 NOISE_MEAN = 0.6
 NOISE_CAP = 3.0
 EXT_STALL_STEPS = 130
@@ -162,6 +212,15 @@ EXT_STALL_FACTOR = 60  # the stall's data-loading sleep is (60 - 1) nominal step
 DIPS = 3  # benign_noisy: three dips of DIP_STEPS steps, each step (2..6) nominal steps slower
 DIP_STEPS = 10
 WEIGHT_JUMP = 20.0
+# The issue-20 set (see Plan and generate_run).
+DROP_FACTOR = 10          # throughput_drop: each step (DROP_FACTOR - 1) nominal steps slower from s
+SURGE_SCALE = 1e-6        # update_surge: the component's exp_avg_sq x this at steps s..s+SURGE_STEPS-1
+SURGE_STEPS = 1           # (one corrupted optimizer-state load)
+COLLAPSE_SCALE = 1e-4     # grad_collapse: the component's gradients x this from s
+REPEAT_BATCHES = 4        # data_repeat: the loader's cycle
+NOISY_EVAL_BATCHES = 2    # benign_noisy_eval: 2 x 16 windows, drawn anew at each eval
+SLOW_CKPT_S = 2.0         # benign_slow_ckpt: seconds of `time` the slow checkpoint step takes
+LOADED_STEPS = 100        # benign_slow_ckpt: the loaded-machine stretch
 
 
 def family_of(kind: str, seed: int) -> str:
@@ -393,11 +452,41 @@ class CNNNet(nn.Module):
         return self.head(x)
 
 
+GRU_EMBED, GRU_HIDDEN = 32, 96
+
+
+class Recurrent(nn.Module):
+    """A one-layer GRU (batch first) that returns only its output sequence (so the forward hooks see one tensor)."""
+
+    def __init__(self, d_in: int, d_hidden: int):
+        super().__init__()
+        self.gru = nn.GRU(d_in, d_hidden, batch_first=True)
+
+    def forward(self, x):
+        return self.gru(x)[0]
+
+
+class GRUNet(nn.Module):
+    """A character GRU: embed (97 x 32), rnn (GRU 32 -> 96, one layer), head (96 -> 97)."""
+
+    COMPONENTS = ["embed", "rnn", "head"]
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, GRU_EMBED)
+        self.rnn = Recurrent(GRU_EMBED, GRU_HIDDEN)
+        self.head = nn.Linear(GRU_HIDDEN, VOCAB)
+
+    def forward(self, idx):
+        return self.head(self.rnn(self.embed(idx)))
+
+
 FAMILIES = {
     # family: model, component names, training window length, description (the run line's config)
     "transformer": (Model, COMPONENTS, SEQ, f"pre-LN char transformer, {LAYERS} blocks, d_model {D_MODEL}, {HEADS} heads, mlp {HIDDEN}, vocab {VOCAB}"),
     "mlp": (MLPNet, MLPNet.COMPONENTS, 32, f"next-char MLP, context {MLP_CONTEXT} x embed {MLP_EMBED}, hidden {MLP_HIDDEN} x 2 (ReLU), vocab {VOCAB}"),
     "cnn": (CNNNet, CNNNet.COMPONENTS, 32, f"causal char CNN, 3 conv layers ({CNN_CHANNELS} channels, kernel {CNN_KERNEL}, dilation 1/2/4), vocab {VOCAB}"),
+    "gru": (GRUNet, GRUNet.COMPONENTS, 32, f"char GRU, embed {GRU_EMBED}, one GRU layer of {GRU_HIDDEN}, vocab {VOCAB}"),
 }
 
 
@@ -451,7 +540,17 @@ def make_optimizer(model: nn.Module, names: list[str] = COMPONENTS) -> torch.opt
     return torch.optim.AdamW(groups, lr=PEAK_LR, betas=BETAS, eps=1e-8)
 
 
-def scheduled_lr(step: int) -> float:
+def scheduled_lr(step: int, schedule: tuple | None = None) -> float:
+    """The LR of a step: linear warmup, then cosine decay to MIN_LR at STEPS, or (benign_lr_schedules)
+    ("step", m1, m2): PEAK_LR x 0.1 from m1 and x 0.01 from m2; ("sgdr", period): cosine from PEAK_LR to
+    MIN_LR over `period` steps, restarted at PEAK_LR every `period` steps (SGDR warm restarts)."""
+    if step <= WARMUP:
+        return PEAK_LR * step / WARMUP
+    if schedule and schedule[0] == "step":
+        return PEAK_LR * (0.1 if step >= schedule[1] else 1.0) * (0.1 if step >= schedule[2] else 1.0)
+    if schedule and schedule[0] == "sgdr":
+        progress = ((step - WARMUP - 1) % schedule[1]) / schedule[1]
+        return MIN_LR + 0.5 * (PEAK_LR - MIN_LR) * (1 + math.cos(math.pi * progress))
     if step <= WARMUP:
         return PEAK_LR * step / WARMUP
     progress = (step - WARMUP) / (STEPS - WARMUP)
@@ -506,7 +605,76 @@ class Plan:
         self.family = family_of(kind, seed)
         self.ext = kind in EXT_RUNS
         self.dips: list[tuple[int, float]] = []  # (first step, slowdown factor) of each benign dip
-        if self.ext and kind not in BENIGN_KINDS:
+        # The issue-20 set.
+        self.i20 = kind in I20_KINDS
+        self.restart_at = None      # loss_shift: the restart phase's step
+        self.amp_skips: set[int] = set()  # benign_amp: steps whose update the loss scaler skips
+        self.batch_change = None    # benign_batch_change: the earliest step for it (the step is chosen in generate_run)
+        self.schedule = None        # benign_lr_schedules: ("step", m1, m2) or ("sgdr", period)
+        self.slow_ckpt = None       # benign_slow_ckpt: the slow checkpoint's step
+        self.loaded = None          # benign_slow_ckpt: (first step, noise factor) of the loaded stretch
+        self.eval_every = EVAL_EVERY
+        self.train_chars = None     # benign_noisy_eval: training on the first N characters of shard A
+        if self.i20 and kind not in BENIGN_KINDS:
+            self.component = EXT_RUNS[kind][seed % len(EXT_RUNS[kind])][1]
+            busy = set()
+            for e in list(range(EVAL_EVERY, STEPS + 1, EVAL_EVERY)) + list(CHECKPOINTS):
+                busy.update(range(e - 1, e + 12))
+            while True:
+                self.start = int(rng.integers(250, 401 if kind == "step_drift" else 551))
+                # loss_shift's checkpoint (s - 1), restart (s) and steady (s + 10) away from evals and checkpoints
+                if kind != "loss_shift" or not busy.intersection(range(self.start - 1, self.start + 11)):
+                    break
+            if kind == "loss_shift":
+                self.restart_at = self.start
+                self.checkpoints.add(self.start - 1)
+                self.params = {"corrupt_fraction": round(float(rng.uniform(0.05, 0.09)), 3),
+                               "how": "checkpoint at s-1, crash, restore, 'restart' phase at s; the restored job's data loader decodes with a broken character table: "
+                                      "that fraction of the stream's characters (inputs and targets alike) come out as random symbols, for good"}
+            elif kind == "throughput_drop":
+                self.params = {"slowdown": DROP_FACTOR}
+            elif kind == "update_surge":
+                self.params = {"exp_avg_sq_scale": SURGE_SCALE, "steps": SURGE_STEPS}
+            elif kind == "grad_ramp":
+                self.params = {"how": "the component's .grad is not zeroed from step s on: each step's gradient is added to all the earlier ones since s-1"}
+            elif kind == "step_drift":
+                end_factor = round(float(rng.uniform(5.0, 7.0)), 2)
+                self.params = {"end_factor": end_factor, "growth_per_step": round(end_factor ** (1.0 / (STEPS - self.start + 1)), 6)}
+            elif kind == "grad_collapse":
+                self.params = {"gradient_multiplier": COLLAPSE_SCALE}
+            elif kind == "lr_collapse":
+                self.params = {"lr": 0.0 if seed % 2 == 0 else 1e-9}
+            elif kind == "data_repeat":
+                self.params = {"batches": REPEAT_BATCHES}
+            elif kind == "amp_skip":
+                self.params = {"how": "the loss is multiplied by inf before backward at every step from s (a loss scale gone to inf); every gradient is non-finite and the scaler skips every update"}
+        elif self.i20:
+            if kind == "benign_noisy_eval":
+                self.eval_every = 50 if seed % 2 == 0 else 100
+                self.train_chars = int(rng.integers(28_000, 40_001))
+                self.params = {"eval_windows": NOISY_EVAL_BATCHES * BATCH, "eval_every": self.eval_every, "train_chars": self.train_chars}
+            elif kind == "benign_amp":
+                first = int(rng.integers(3, 6))
+                self.amp_skips = set(range(1, first + 1))
+                t = first + int(rng.integers(150, 301))
+                while t <= STEPS:
+                    self.amp_skips.add(t)
+                    t += int(rng.integers(150, 301))
+            elif kind == "benign_batch_change":
+                self.batch_change = int(rng.integers(250, 451))
+            elif kind == "benign_lr_schedules":
+                if seed % 2 == 0:
+                    self.schedule = ("step", int(rng.integers(250, 351)), int(rng.integers(450, 551)))
+                else:
+                    self.schedule = ("sgdr", int(rng.integers(140, 161)))
+            elif kind == "benign_slow_ckpt":
+                self.slow_ckpt = CHECKPOINTS[seed % 2]
+                while True:
+                    a = int(rng.integers(100, STEPS - LOADED_STEPS))
+                    if not set(range(a - 20, a + LOADED_STEPS + 20)).intersection({self.slow_ckpt}):
+                        break
+                self.loaded = (a, round(float(rng.uniform(1.5, 2.0)), 2))
+        elif self.ext and kind not in BENIGN_KINDS:
             # Its own generator (the original kinds' draws are left as they were).
             self.start = int(rng.integers(250, 501 if kind == "stall_noisy" else 551))
             self.component = EXT_RUNS[kind][seed % len(EXT_RUNS[kind])][1]
@@ -574,7 +742,7 @@ class Plan:
                         self.dips.append((d, f))
                         blocked |= set(range(d - 20, d + DIP_STEPS + 20))
                 self.dips.sort()
-        self.evals = set(range(EVAL_EVERY, STEPS + 1, EVAL_EVERY))
+        self.evals = set(range(self.eval_every, STEPS + 1, self.eval_every))
         if kind == "overfit_divergence":
             self.evals |= {e for e in range(OVERFIT_EVAL_EVERY, STEPS + 1, OVERFIT_EVAL_EVERY) if e >= self.start}
         self.evals = {e for e in self.evals if e <= self.last_step}
@@ -589,6 +757,10 @@ class Plan:
             out.append("steady")
         if replay_start is not None and step == replay_start:
             return ["restart"]
+        if self.restart_at is not None and step == self.restart_at:
+            return ["restart"]
+        if self.restart_at is not None and step == self.restart_at + 10:
+            out.append("steady")
         if replay_start is not None and step == replay_start + 10:
             out.append("steady")
         if self.refresh is not None and step == self.refresh:
@@ -636,13 +808,27 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
         "data": f"CPython {corpus.python} standard library .py files (sha256 {corpus.sha256[:16]})",
         "torch": torch.__version__, "threads": 1,
     }
-    w.run_line({
+    if plan.schedule is not None:
+        config["schedule"] = (f"linear warmup, step decay x0.1 at steps {plan.schedule[1]} and {plan.schedule[2]}" if plan.schedule[0] == "step"
+                              else f"linear warmup, cosine with warm restarts (SGDR) every {plan.schedule[1]} steps")
+    if plan.kind == "benign_noisy_eval":
+        config["eval"] = f"{NOISY_EVAL_BATCHES} x {BATCH} validation windows drawn anew at each eval, every {plan.eval_every} steps"
+        config["train_chars"] = plan.train_chars
+    run_obj = {
         "id": rid,
         "name": f"faults corpus: {kind}, seed {seed} ({plan.family if plan.ext else 'char transformer'} on the Python stdlib, CPU)",
         "tags": {"corpus": "faults", "kind": kind, "seed": str(seed), "split": split_of(kind, seed)},
         "config": config,
         "budget": {"steps": STEPS},
-    })
+    }
+    w.run_line(run_obj)
+    # The issue-20 set's own state.
+    bs = BATCH              # the batch size (benign_batch_change doubles it)
+    lr_mult = 1.0           # ... and the LR with it
+    changed_at = None       # the step of benign_batch_change's new run line
+    repeat_cycle = None     # data_repeat: the loader's 4 batches
+    ramp_acc = None         # grad_ramp: the component's accumulated gradients
+    eval_gen = torch.Generator().manual_seed(3000 + seed)  # benign_noisy_eval's fresh eval windows
 
     tmp = tempfile.TemporaryDirectory(prefix="faults-ckpt-")
     clock = float(T0 + offset)
@@ -656,12 +842,18 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
     def evaluate() -> float:
         model.eval()
         total = 0.0
+        batches = corpus.val
+        if kind == "benign_noisy_eval":
+            val = corpus.shards["val"]
+            offs = torch.randint(0, len(val) - seq - 2, (NOISY_EVAL_BATCHES * BATCH,), generator=eval_gen).numpy()
+            vx, vy = Corpus.windows(val, offs, seq)
+            batches = [(vx[i * BATCH:(i + 1) * BATCH], vy[i * BATCH:(i + 1) * BATCH]) for i in range(NOISY_EVAL_BATCHES)]
         with torch.no_grad():
-            for x, y in corpus.val:
+            for x, y in batches:
                 logits = model(x)
                 total += F.cross_entropy(logits.view(-1, VOCAB), y.view(-1)).item()
         model.train()
-        return total / len(corpus.val)
+        return total / len(batches)
 
     def save_state(path: Path, step: int):
         torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict(),
@@ -671,6 +863,18 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
     step = 1
     wall_prev = time.perf_counter()
     while step <= plan.last_step:
+        if plan.batch_change is not None and changed_at is None and step >= plan.batch_change:
+            # The job doubles its batch (and its LR) and says so with a new run line: at the first step from
+            # the drawn one whose run line falls within the first 40 lines of a 2,000-line batch of run.py's
+            # replay (the console records the identity change at the batch's first step: this step or the one
+            # before), or 120 steps later whatever the alignment.
+            if len(w.lines) % 2000 < 40 or step >= plan.batch_change + 120:
+                changed_at = step
+                bs, lr_mult = 2 * BATCH, 2.0
+                run_obj = {**run_obj, "config": {**config, "batch_size": bs, "lr": PEAK_LR * lr_mult, "min_lr": MIN_LR * lr_mult,
+                                                 "batch_change": f"batch {BATCH} -> {bs} and LR x2 from step {step}"}}
+                w.run_line(run_obj)
+                plan.params = {**plan.params, "step": step, "batch": [BATCH, bs], "lr_mult": lr_mult, "run_line_index": len(w.lines) - 1}
         for phase in plan.phases_at(step, replay_start):
             w.phase(step, phase, clock)
         if plan.refresh is not None and step == plan.refresh:
@@ -678,8 +882,22 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
 
         # ---- data
         data = corpus.shards[shard]
-        offsets = torch.randint(0, len(data) - seq - 2, (BATCH,), generator=data_gen).numpy()
+        if plan.train_chars:
+            data = data[:plan.train_chars]
+        offsets = torch.randint(0, len(data) - seq - 2, (bs,), generator=data_gen).numpy()
         x, y = Corpus.windows(data, offsets, seq)
+        if kind == "loss_shift" and step >= plan.start:
+            # The restored job's broken character table: a fraction of the stream's characters come out as random symbols.
+            chunk = torch.cat([x, y[:, -1:]], dim=1)
+            mask = torch.rand(chunk.shape, generator=fault_gen) < plan.params["corrupt_fraction"]
+            chunk = torch.where(mask, torch.randint(1, VOCAB, chunk.shape, generator=fault_gen), chunk)
+            x, y = chunk[:, :-1].contiguous(), chunk[:, 1:].contiguous()
+        if kind == "data_repeat" and step >= plan.start:
+            if repeat_cycle is None:
+                # The loader's next REPEAT_BATCHES batches, then round and round.
+                repeat_cycle = [(x, y)] + [Corpus.windows(data, torch.randint(0, len(data) - seq - 2, (bs,), generator=data_gen).numpy(), seq)
+                                           for _ in range(REPEAT_BATCHES - 1)]
+            x, y = repeat_cycle[(step - plan.start) % REPEAT_BATCHES]
         if kind in ("overfit_divergence", "val_divergence") and step >= plan.start:
             if overfit_x is None:
                 sub = torch.randint(0, len(data) - seq - 2, (OVERFIT_WINDOWS,), generator=fault_gen).numpy()
@@ -699,7 +917,19 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
         if plan.ext:
             # Other jobs on a shared machine: a seeded extra delay every step, a slow dip now and then,
             # and the stall; in multiples of this run's own measured step time (see NOMINAL_STEPS).
-            extra = nominal * min(float(noise_rng.exponential(NOISE_MEAN)), NOISE_CAP)
+            noise = min(float(noise_rng.exponential(NOISE_MEAN)), NOISE_CAP)
+            if plan.loaded and plan.loaded[0] <= step < plan.loaded[0] + LOADED_STEPS:
+                noise *= plan.loaded[1]  # a loaded machine: the noise 1.5-2x larger
+            extra = nominal * noise
+            if changed_at is not None:
+                # The doubled batch: twice the compute. Measured: this step at batch 32; simulated: one more nominal step and the noise of two.
+                extra += nominal * (1.0 + noise)
+            if kind == "throughput_drop" and step >= plan.start:
+                extra += (DROP_FACTOR - 1) * nominal
+            if kind == "step_drift" and step >= plan.start:
+                extra += nominal * (plan.params["growth_per_step"] ** (step - plan.start + 1) - 1.0)
+            if plan.slow_ckpt == step:
+                extra += SLOW_CKPT_S * nominal / IDLE_STEP_S[plan.family]  # SLOW_CKPT_S of `time` after the rescaling
             for d, f in plan.dips:
                 if d <= step < d + DIP_STEPS:
                     extra += (f - 1.0) * nominal
@@ -707,7 +937,9 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
                 extra += (EXT_STALL_FACTOR - 1) * nominal
 
         # ---- injections before the forward pass
-        lr = scheduled_lr(step)
+        lr = scheduled_lr(step, plan.schedule) * lr_mult
+        if kind == "lr_collapse" and step >= plan.start:
+            lr = plan.params["lr"]
         if kind == "lr_spike" and plan.start <= step <= plan.end:
             lr = lr * plan.params["factor"]
         comp_mods = dict(model.named_modules())
@@ -785,8 +1017,27 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
         else:
             loss = F.cross_entropy(logits.view(-1, VOCAB), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
-        if not skipped:  # the loop's non-finite guard: no backward, no update at this step
+        # A loss scaler's overflow: the scaled loss's gradients are non-finite, the update is skipped.
+        overflow = step in plan.amp_skips or (kind == "amp_skip" and step >= plan.start)
+        if overflow:
+            (loss * float("inf")).backward()
+        elif not skipped:  # the loop's non-finite guard: no backward, no update at this step
             loss.backward()
+        if kind == "grad_ramp" and step >= plan.start - 1:
+            # From step s the component's .grad is never zeroed: each step's gradient adds to the sum since s-1.
+            with torch.no_grad():
+                if ramp_acc is not None:
+                    for p, acc in zip(cparams[plan.component], ramp_acc):
+                        p.grad.add_(acc)
+                ramp_acc = [p.grad.detach().clone() for p in cparams[plan.component]]
+        if kind == "grad_collapse" and step >= plan.start:
+            for p in cparams[plan.component]:
+                if p.grad is not None:
+                    p.grad.mul_(COLLAPSE_SCALE)
+        if kind == "update_surge" and plan.start <= step < plan.start + SURGE_STEPS:
+            with torch.no_grad():
+                for p in cparams[plan.component]:
+                    opt.state[p]["exp_avg_sq"].mul_(SURGE_SCALE)
         if kind == "component_blowup" and step >= plan.start:
             mult = min(BLOWUP_GROWTH ** (step - plan.start + 1), BLOWUP_CAP)
             for p in cparams[plan.component]:
@@ -800,7 +1051,7 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
             for n in names:
                 gs = [p.grad.reshape(-1) for p in cparams[n] if p.grad is not None]
                 grad_sq.append(torch.cat(gs).double().square().sum() if gs else torch.zeros((), dtype=torch.float64))
-        if not skipped:
+        if not skipped and not overflow:
             opt.step()
         with torch.no_grad():
             after = [torch.cat([p.detach().reshape(-1) for p in cparams[n]]) for n in names]
@@ -835,15 +1086,18 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
         elapsed += extra  # the extended set's simulated delays (not slept: see NOMINAL_STEP_S)
         clock += elapsed
         t = "%.3f" % clock
-        throughput = BATCH / elapsed
+        throughput = bs / elapsed
         w.point(step, "loss", loss_v, t)
         w.point(step, "lr", lr, t)
         w.point(step, "throughput", throughput, t)
+        if plan.i20:
+            w.point(step, "step_time", elapsed, t)
         if gnorm is not None:
             w.point(step, "grad_norm", gnorm, t)
+        silent = plan.component if kind == "telemetry_stop" and step >= plan.start else None
         for metric in COMPONENT_METRICS:
             for name, v in zip(names, comp_vals[metric]):
-                if v is not None:
+                if v is not None and name != silent:
                     w.point(step, metric, v, t, name)
         if val is not None:
             w.point(step, "val_loss", val, t)
@@ -854,12 +1108,24 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
             history["loss"][step] = loss_v
             history["lr"][step] = lr
             history["throughput"][step] = throughput
+            history.setdefault("step_time", {})[step] = elapsed
             history["clock"][step] = clock
             history["grad_norm"][step] = gnorm
             history["comp"][step] = comp_vals
             if val is not None:
                 history["val_loss"][step] = val
 
+        # ---- loss_shift: the checkpoint at s-1, a crash, the restore; the restored job's pipeline is broken (above)
+        if plan.restart_at is not None and step == plan.restart_at - 1:
+            state = torch.load(Path(tmp.name) / f"step{step}.pt", weights_only=False)
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            data_gen.set_state(state["data_gen"])
+            fault_gen.set_state(state["fault_gen"])
+            # the optimizer's state is new tensors: the update_surge/grad_ramp references are not used by this kind
+            now = time.perf_counter()
+            clock += now - wall_prev
+            wall_prev = now
         # ---- a benign crash and restart from the checkpoint at c
         if plan.restart is not None and not crashed and step == plan.restart[0] + plan.restart[1]:
             crashed = True
@@ -878,11 +1144,16 @@ def generate_run(kind: str, seed: int, corpus: Corpus, offset: int) -> tuple[str
             continue
         step += 1
     tmp.cleanup()
+    if changed_at is not None:
+        i = plan.params["run_line_index"]
+        first = json.loads(w.lines[i - i % 2000])
+        plan.params = {**plan.params, "replay_batch_first_step": first.get("step", changed_at)}
     text = w.text()
     if plan.ext:
         factor = IDLE_STEP_S[plan.family] / nominal
         plan.params = {**plan.params, "measured_nominal_step_s": round(nominal, 6), "time_scale": round(factor, 6),
                        "nominal_step_s": IDLE_STEP_S[plan.family]}
+        plan.changed_at = changed_at
         text = rescale_time(text, factor, float(T0 + offset))
         rescale_history(history, factor, float(T0 + offset))
     return text, plan.__dict__ | {"rid": rid}, history
@@ -919,10 +1190,12 @@ def describe(plan: dict, history: dict) -> dict:
                "note": f"LR rises linearly to {PEAK_LR:g}; loss {loss[1]:.3f} at step 1 -> {loss[WARMUP]:.3f} at step {WARMUP}"}]
     last = plan["last_step"]
     events.append({"kind": "lr_decay", "start_step": WARMUP + 1, "end_step": last, "replayed_steps": None,
-                   "note": f"cosine decay from {PEAK_LR:g} to {MIN_LR:g} at step {STEPS}; marked 'steady' in the NDJSON"})
+                   "note": (f"cosine decay from {PEAK_LR:g} to {MIN_LR:g} at step {STEPS}" if not plan.get("schedule") else
+                            "the schedule of the run line's config (see the lr_schedule event)") + "; marked 'steady' in the NDJSON"})
     for e in sorted(plan["evals"]):
         events.append({"kind": "eval", "start_step": e, "end_step": e, "replayed_steps": None,
-                       "note": f"val_loss {history['val_loss'].get(e, float('nan')):.4f} on {EVAL_BATCHES}x{BATCH} held-out windows"})
+                       "note": f"val_loss {history['val_loss'].get(e, float('nan')):.4f} on "
+                               + (f"{NOISY_EVAL_BATCHES}x{BATCH} held-out windows drawn anew for this eval" if kind == "benign_noisy_eval" else f"{EVAL_BATCHES}x{BATCH} held-out windows")})
     for c in sorted(plan["checkpoints"]):
         tp = history["throughput"]
         base = _mean([tp[i] for i in range(c - 20, c - 1) if i in tp and i not in plan["evals"]])
@@ -951,6 +1224,9 @@ def describe(plan: dict, history: dict) -> dict:
                                f"(model, optimizer, data-loader RNG) and re-sent steps {c + 1}-{c + k} "
                                f"({'value for value identical training values' if same else 'with different values'}; "
                                f"time and throughput are new measurements); 'restart' phase at {c + 1}, 'steady' at {c + 11}"})
+
+    if plan.get("i20"):
+        events.extend(i20_benign_events(plan, history))
 
     incidents = []
     note = ""
@@ -1089,6 +1365,9 @@ def describe(plan: dict, history: dict) -> dict:
                 f"{', '.join(f'{v:.3f}@{e}' for e, v in before[-2:])} before, then {', '.join(f'{v:.3f}@{e}' for e, v in after)}")
         incidents.append(dict(kind=kind, start_step=s, end_step=None, component="", metrics=metrics, note=note))
 
+    if kind in I20_FAULT_KINDS:
+        incidents.append(i20_incident(plan, history))
+
     for inc in incidents:
         # Every label says its origin (the faulty component, "" = run-level), its window and its model family.
         inc["origin"] = inc["component"]
@@ -1103,6 +1382,15 @@ def describe(plan: dict, history: dict) -> dict:
         expectation = (f"An alert on {'/'.join(inc['metrics'])}{where} at or soon after step {inc['start_step']} ({kind}, {span}), "
                        f"naming {inc['component'] or 'the run'}; none before it: not during warmup (1-{WARMUP}), nor at the evals, checkpoints "
                        f"or the LR decay.")
+    elif plan.get("i20"):
+        expectation = (f"No alert anywhere in the run: warmup (1-{WARMUP}), the LR schedule, evals every {plan['eval_every']} steps, checkpoints at "
+                       f"{', '.join(str(x) for x in sorted(plan['checkpoints']))} and the shared machine's throughput noise are normal; so is "
+                       + {"benign_noisy_eval": lambda: "a tiny, freshly drawn evaluation set whose val_loss moves by several % from one eval to the next and drifts up mildly late in training.",
+                          "benign_amp": lambda: "a loss scaler skipping the updates of the overflow steps " + ", ".join(str(x) for x in sorted(plan["amp_skips"])) + " (non-finite grad_norm there, by design).",
+                          "benign_batch_change": lambda: f"the announced batch change (a new run line at step {plan['changed_at']}: batch {BATCH} -> {2 * BATCH}, LR x2) and the slower steps after it.",
+                          "benign_lr_schedules": lambda: "the LR schedule's own shape (" + ("step decay" if (plan["schedule"] or ("",))[0] == "step" else "warm restarts") + ").",
+                          "benign_slow_ckpt": lambda: f"a {SLOW_CKPT_S:g}-second checkpoint at step {plan['slow_ckpt']} and a loaded machine (noisier step times) at steps "
+                                              f"{plan['loaded'][0]}-{plan['loaded'][0] + LOADED_STEPS - 1}."}[kind]())
     else:
         c, k = plan["restart"]
         expectation = (f"No alert anywhere in the run: warmup (1-{WARMUP}), the cosine LR decay, evals every {EVAL_EVERY} steps, checkpoints at "
@@ -1111,6 +1399,163 @@ def describe(plan: dict, history: dict) -> dict:
                        + (f"; so are the shared machine's throughput noise and the {len(plan['dips'])} short dips at "
                           f"{', '.join(f'{d}-{d + DIP_STEPS - 1} ({f:.1f}x)' for d, f in plan['dips'])}." if plan["ext"] else "."))
     return {"incidents": incidents, "benign_events": events, "expectation": expectation}
+
+
+def _med(series: dict, steps) -> float:
+    values = [series[i] for i in steps if i in series and series[i] == series[i]]
+    return float(np.median(values)) if values else float("nan")
+
+
+def i20_benign_events(plan: dict, history: dict) -> list[dict]:
+    """The issue-20 set's benign events, with what they measurably did."""
+    kind, last = plan["kind"], plan["last_step"]
+    loss, st, tp, vl = history["loss"], history["step_time"], history["throughput"], history["val_loss"]
+    events = []
+    if kind == "benign_noisy_eval":
+        vals = sorted(vl.items())
+        jumps = [abs(b / a - 1) for (_, a), (_, b) in zip(vals, vals[1:])]
+        best = min(vals[len(vals) // 3:], key=lambda ev: ev[1])
+        events.append({"kind": "noisy_eval", "start_step": plan["eval_every"], "end_step": last, "replayed_steps": None,
+                       "note": f"val_loss on {NOISY_EVAL_BATCHES}x{BATCH} validation windows drawn anew at each eval (every {plan['eval_every']} steps), "
+                               f"training on the first {plan['train_chars']:,} characters of shard A: val_loss {', '.join(f'{v:.3f}@{e}' for e, v in vals)}; "
+                               f"change from one eval to the next median {np.median(jumps):.1%}, max {max(jumps):.1%}; lowest {best[1]:.3f}@{best[0]} after the first third, "
+                               f"mean of the last three {_mean([v for _, v in vals[-3:]]):.3f}; training loss {_mean([loss[i] for i in range(last - 49, last + 1)]):.3f} over the last 50 steps"})
+    elif kind == "benign_amp":
+        skips = sorted(plan["amp_skips"])
+        groups = []
+        for x in skips:
+            if groups and x == groups[-1][1] + 1:
+                groups[-1][1] = x
+            else:
+                groups.append([x, x])
+        for a, b in groups:
+            gn = history["grad_norm"]
+            events.append({"kind": "amp_overflow", "start_step": a, "end_step": b, "replayed_steps": None,
+                           "note": f"loss scaler overflow at step{'s' if b > a else ''} {a}{f'-{b}' if b > a else ''}: the scaled loss's gradients are non-finite "
+                                   f"(global grad_norm {', '.join(str(gn[i]) for i in range(a, b + 1))}), the update is skipped (update_ratio 0 on every component); "
+                                   f"loss {loss[a]:.3f} at {a}" + (f", {_mean([loss[i] for i in range(b + 1, min(b + 21, last + 1))]):.3f} over the 20 steps after" if b < last else "")})
+    elif kind == "benign_batch_change":
+        b = plan["changed_at"]
+        events.append({"kind": "batch_change", "start_step": b, "end_step": last, "replayed_steps": None,
+                       "note": f"at step {b} the job doubles its batch ({BATCH} -> {2 * BATCH}) and its LR (x2) and sends a new run line whose config says so "
+                               f"(same run id; with run.py's 2,000-line batches the line arrives in the batch whose first step is {plan['params']['replay_batch_first_step']}): "
+                               f"step_time median {_med(st, range(b - 50, b)) * 1000:.2f} ms over the 50 steps before, {_med(st, range(b, b + 50)) * 1000:.2f} ms over the 50 from it "
+                               f"({_med(st, range(b, b + 50)) / _med(st, range(b - 50, b)):.2f}x); throughput {_med(tp, range(b - 50, b)):.0f} -> {_med(tp, range(b, b + 50)):.0f} samples/s; "
+                               f"loss {_mean([loss[i] for i in range(b - 30, b)]):.3f} over the 30 steps before, {_mean([loss[i] for i in range(b, b + 30)]):.3f} over the 30 from it"})
+    elif kind == "benign_lr_schedules":
+        sch = plan["schedule"]
+        if sch[0] == "step":
+            marks = [sch[1], sch[2]]
+            what = f"step decay: LR {PEAK_LR:g} x0.1 from step {sch[1]} and x0.01 from step {sch[2]}"
+        else:
+            marks = list(range(WARMUP + 1 + sch[1], last + 1, sch[1]))
+            what = f"SGDR: cosine from {PEAK_LR:g} to {MIN_LR:g} over {sch[1]} steps, restarted at {PEAK_LR:g} at steps {', '.join(str(m) for m in marks)}"
+        events.append({"kind": "lr_schedule", "start_step": WARMUP + 1, "end_step": last, "replayed_steps": None,
+                       "note": what + "; loss mean over the 20 steps before / after each change: "
+                               + ", ".join(f"{m}: {_mean([loss[i] for i in range(m - 20, m)]):.3f} / {_mean([loss[i] for i in range(m, m + 20)]):.3f}" for m in marks)})
+    elif kind == "benign_slow_ckpt":
+        c, (a, f) = plan["slow_ckpt"], plan["loaded"]
+        events.append({"kind": "slow_checkpoint", "start_step": c, "end_step": c, "replayed_steps": None,
+                       "note": f"the checkpoint at step {c} takes {st[c]:.2f} s of `time` (simulated slow storage); step_time median {_med(st, range(c - 50, c)) * 1000:.2f} ms around it; "
+                               f"throughput {tp[c]:.1f} samples/s at that step"})
+        sd_in = float(np.std([st[i] for i in range(a, a + LOADED_STEPS)]))
+        sd_out = float(np.std([st[i] for i in range(WARMUP + 1, last + 1) if not a - 10 <= i < a + LOADED_STEPS + 10 and i not in plan["evals"] and i not in plan["checkpoints"]]))
+        events.append({"kind": "loaded_machine", "start_step": a, "end_step": a + LOADED_STEPS - 1, "replayed_steps": None,
+                       "note": f"steps {a}-{a + LOADED_STEPS - 1}: the shared machine's simulated delay x{f}: step_time sd {sd_in * 1000:.2f} ms during vs {sd_out * 1000:.2f} ms elsewhere, "
+                               f"median {_med(st, range(a, a + LOADED_STEPS)) * 1000:.2f} ms vs {_med(st, range(WARMUP + 1, a)) * 1000:.2f} ms before"})
+    return events
+
+
+def i20_incident(plan: dict, history: dict) -> dict:
+    """The incident of an issue-20 fault run, with what the fault measurably did."""
+    kind, s, comp, names = plan["kind"], plan["start"], plan["component"], plan["components"]
+    last = plan["last_step"]
+    loss, st, tp, vl, gn, comps = (history[k] for k in ("loss", "step_time", "throughput", "val_loss", "grad_norm", "comp"))
+    pre = range(s - 50, s)
+    tail = range(last - 49, last + 1)
+    end = None
+    metrics = list(FAULT_LAYER_METRICS[kind])
+
+    def cm(metric, name, steps):
+        return _mean([comps[i][metric][names.index(name)] for i in steps if i in comps])
+
+    def at(metric, name, step):
+        return comps[step][metric][names.index(name)]
+
+    vals = ", ".join(f"{v:.3f}@{e}" for e, v in sorted(vl.items()))
+    if kind == "loss_shift":
+        base = _mean([loss[i] for i in pre])
+        note = (f"checkpoint at step {s - 1}, crash and restore ('restart' phase at {s}, 'steady' at {s + 10}); the restored job's data loader decodes with a broken "
+                f"character table: {plan['params']['corrupt_fraction']:.1%} of the characters it yields (inputs and targets) are random symbols, for good. Training loss "
+                f"{base:.3f} over the 50 steps before, {_mean([loss[i] for i in range(s, s + 20)]):.3f} over the 20 from {s}, {_mean([loss[i] for i in tail]):.3f} over the last 50 "
+                f"({_mean([loss[i] for i in tail]) / base - 1:+.0%}; the 20-step mean never comes back below {min(_mean([loss[j] for j in range(i, i + 20)]) for i in range(s, last - 18)):.3f}); "
+                f"val_loss (clean validation text) {vals}")
+    elif kind == "throughput_drop":
+        note = (f"from step {s} to the end each step takes {DROP_FACTOR - 1} nominal steps more (a data loader on a slow disk, simulated): step_time median "
+                f"{_med(st, pre) * 1000:.2f} ms over the 50 steps before, {_med(st, range(s, last + 1)) * 1000:.2f} ms from {s} ({_med(st, range(s, last + 1)) / _med(st, pre):.1f}x); "
+                f"throughput median {_med(tp, pre):.0f} -> {_med(tp, range(s, last + 1)):.0f} samples/s; training values are unaffected")
+    elif kind == "update_surge":
+        others = [n for n in names if n != comp]
+        after = range(s, min(s + 11, last + 1))
+        note = (f"before the optimizer step of step {s} the Adam second moment (exp_avg_sq) of every parameter of {comp} is multiplied by {SURGE_SCALE:g} (a corrupted optimizer state): "
+                f"its update_ratio {cm('update_ratio', comp, pre):.3g} (mean of the 50 steps before) -> {at('update_ratio', comp, s):.3g} at {s} "
+                f"({at('update_ratio', comp, s) / cm('update_ratio', comp, pre):.0f}x), {at('update_ratio', comp, s + 1):.3g} at {s + 1}, {at('update_ratio', comp, s + 5):.3g} at {s + 5}, "
+                f"{at('update_ratio', comp, s + 20):.3g} at {s + 20}; its weight_norm {at('weight_norm', comp, s):.4g} at {s} -> {at('weight_norm', comp, s + 1):.4g} at {s + 1}, "
+                f"{at('weight_norm', comp, min(s + 50, last)):.4g} at {min(s + 50, last)} ({at('weight_norm', comp, min(s + 50, last)) / at('weight_norm', comp, s) - 1:+.0%}); "
+                f"its grad_norm {cm('grad_norm', comp, pre):.3g} before, {at('grad_norm', comp, s):.3g} at {s}, max {max(at('grad_norm', comp, i) for i in after):.3g} in {s}-{after[-1]}; "
+                f"other components' update_ratio at {s}: " + ", ".join(f"{n} {at('update_ratio', n, s) / cm('update_ratio', n, pre):.2g}x" for n in others)
+                + f"; loss {_mean([loss[i] for i in pre]):.3f} before, peak {max(loss[i] for i in range(s, min(s + 30, last + 1))):.3f} in {s}-{min(s + 29, last)}, "
+                f"{_mean([loss[i] for i in tail]):.3f} over the last 50")
+    elif kind == "grad_ramp":
+        g0 = cm("grad_norm", comp, pre)
+        first8 = next((i for i in range(s, last + 1) if at("grad_norm", comp, i) > 8 * g0), None)
+        others = [n for n in names if n != comp]
+        note = (f"from step {s} the gradients of {comp} are not zeroed between steps (a gradient-accumulation bug: each step's gradient adds to the sum since {s - 1}): "
+                f"its grad_norm {g0:.3g} (mean of the 50 steps before) -> {at('grad_norm', comp, s):.3g} at {s}, {at('grad_norm', comp, s + 10):.3g} at {s + 10}, "
+                f"{at('grad_norm', comp, min(s + 50, last)):.3g} at {min(s + 50, last)} ({at('grad_norm', comp, min(s + 50, last)) / g0:.1f}x), "
+                f"{at('grad_norm', comp, last):.3g} at {last} ({at('grad_norm', comp, last) / g0:.1f}x); " + (f">8x from step {first8}; " if first8 else "never 8x; ")
+                + f"its update_ratio {cm('update_ratio', comp, pre):.3g} before, {cm('update_ratio', comp, range(s + 10, s + 50)):.3g} over {s + 10}-{s + 49}; "
+                f"its weight_norm {at('weight_norm', comp, s):.4g} at {s} -> {at('weight_norm', comp, last):.4g} at {last}; "
+                f"other components' grad_norm at {min(s + 50, last)} / their mean before: " + ", ".join(f"{n} {at('grad_norm', n, min(s + 50, last)) / cm('grad_norm', n, pre):.2g}x" for n in others)
+                + f"; loss {_mean([loss[i] for i in pre]):.3f} before, {_mean([loss[i] for i in tail]):.3f} over the last 50")
+    elif kind == "step_drift":
+        b = _med(st, pre)
+        rolling = {i: _med(st, range(i - 4, i + 6)) for i in range(s, last - 4)}
+        x2 = next((i for i, v in rolling.items() if v >= 2 * b), None)
+        note = (f"from step {s} each step's simulated delay grows by x{plan['params']['growth_per_step']} a step (to {plan['params']['end_factor']} nominal steps more at {last}; "
+                f"a compounding slowdown): step_time median {b * 1000:.2f} ms over the 50 steps before, {_med(st, range(s + 45, s + 55)) * 1000:.2f} ms around {s + 50}, "
+                f"{_med(st, range(s + 95, s + 105)) * 1000:.2f} ms around {s + 100}, {_med(st, range(s + 145, s + 155)) * 1000:.2f} ms around {s + 150}, "
+                f"{_med(st, range(last - 19, last + 1)) * 1000:.2f} ms over the last 20 ({_med(st, range(last - 19, last + 1)) / b:.1f}x); the 10-step median first reaches 2x at "
+                f"{x2 if x2 else 'never'}" + (f" ({x2 - s} steps after the start)" if x2 else "") + f"; throughput median {_med(tp, pre):.0f} -> {_med(tp, range(last - 19, last + 1)):.0f} samples/s; training values are unaffected")
+    elif kind == "grad_collapse":
+        note = (f"from step {s} the gradients of {comp} are multiplied by {COLLAPSE_SCALE:g} after backward (a broken gradient-scaling hook): its grad_norm "
+                f"{cm('grad_norm', comp, pre):.3g} (mean of the 50 steps before) -> {at('grad_norm', comp, s):.3g} at {s}, min {min(at('grad_norm', comp, i) for i in range(s, last + 1)):.3g} from {s}; "
+                f"its update_ratio {cm('update_ratio', comp, pre):.3g} before, {at('update_ratio', comp, s + 10):.3g} at {s + 10}, {at('update_ratio', comp, min(s + 50, last)):.3g} at {min(s + 50, last)}, "
+                f"{cm('update_ratio', comp, tail):.3g} over the last 50 (weight decay alone: about lr x {WEIGHT_DECAY:g} x the share of the weights in decayed matrices, "
+                f"{history['lr'][last] * WEIGHT_DECAY:.2g} at {last}) as Adam's second moment decays with beta2; its weight_norm {at('weight_norm', comp, s):.4g} at {s} -> {at('weight_norm', comp, last):.4g} at {last}; "
+                f"global grad_norm {_mean([gn[i] for i in pre]):.3g} before, {_mean([gn[i] for i in range(s, last + 1)]):.3g} after; loss {_mean([loss[i] for i in pre]):.3f} before, {_mean([loss[i] for i in tail]):.3f} over the last 50")
+    elif kind == "telemetry_stop":
+        note = (f"from step {s} no point of {comp} (grad_norm, weight_norm, update_ratio, act_norm, dead_fraction) is sent; its last points are at step {s - 1}; "
+                f"every other series (run-level and the other components') goes on to step {last}; training is unchanged "
+                f"(loss {_mean([loss[i] for i in pre]):.3f} over the 50 steps before, {_mean([loss[i] for i in tail]):.3f} over the last 50)")
+    elif kind == "lr_collapse":
+        note = (f"from step {s} every parameter group's LR is {plan['params']['lr']:g} and `lr` says so ({history['lr'][s - 1]:.4g} at {s - 1}): update_ratio per component, mean of the 50 steps before -> from {s}: "
+                + ", ".join(f"{n} {cm('update_ratio', n, pre):.3g} -> {cm('update_ratio', n, range(s, last + 1)):.3g}" for n in names)
+                + f"; weight_norm constant; loss {_mean([loss[i] for i in pre]):.3f} before, {_mean([loss[i] for i in tail]):.3f} over the last 50; val_loss {vals}")
+    elif kind == "data_repeat":
+        fall = next((i for i in range(s, last - 8) if _mean([loss[j] for j in range(i, i + 10)]) < _mean([loss[j] for j in pre]) - 0.2), None)
+        note = (f"from step {s} the data loader repeats a cycle of {REPEAT_BATCHES} batches: training loss {_mean([loss[i] for i in pre]):.3f} over the 50 steps before, "
+                f"{_mean([loss[i] for i in range(s, s + 20)]):.3f} over {s}-{s + 19}, {_mean([loss[i] for i in range(s + 20, s + 70)]):.3f} over {s + 20}-{s + 69}, "
+                f"{_mean([loss[i] for i in tail]):.3f} over the last 50; the 10-step mean first falls 0.2 below the mean before at {fall}; val_loss {vals}")
+    elif kind == "amp_skip":
+        nonfinite = sum(1 for i in range(s, last + 1) if not (gn[i] == gn[i] and abs(gn[i]) != math.inf))
+        note = (f"from step {s} the loss is multiplied by inf before backward at every step (a loss scale gone to inf): every gradient is non-finite "
+                f"(global grad_norm {gn[s]} at {s}; non-finite at {nonfinite} of the {last - s + 1} steps from {s}; every component's too) and the scaler skips every update: "
+                f"update_ratio 0 on every component, weight_norm constant from {s}; loss {_mean([loss[i] for i in pre]):.3f} over the 50 steps before, "
+                f"{_mean([loss[i] for i in tail]):.3f} over the last 50 (training has stalled); val_loss {vals}")
+    else:
+        raise ValueError(kind)
+    return dict(kind=kind, start_step=s, end_step=end, component=comp, metrics=metrics, note=note)
 
 
 def normalise_label(label: dict):
@@ -1138,6 +1583,8 @@ def rescale_time(text: str, factor: float, t0: float) -> str:
         obj["time"] = t0 + factor * (obj["time"] - t0)
         if obj.get("metric") == "throughput":
             obj["value"] = float(num(obj["value"] / factor))
+        if obj.get("metric") == "step_time":
+            obj["value"] = float(num(obj["value"] * factor))
         if obj.get("type") == "point":
             # The generator's own layout (key order, 7 significant digits, %.3f times).
             comp = '' if "component" not in obj else ',"component":"%s"' % obj["component"]
@@ -1151,6 +1598,7 @@ def rescale_time(text: str, factor: float, t0: float) -> str:
 
 def rescale_history(history: dict, factor: float, t0: float):
     history["throughput"] = {k: v / factor for k, v in history["throughput"].items()}
+    history["step_time"] = {k: v * factor for k, v in history.get("step_time", {}).items()}
     history["clock"] = {k: t0 + factor * (v - t0) for k, v in history["clock"].items()}
 
 
@@ -1170,15 +1618,15 @@ def main(argv=None):
                     help="only these seeds (default: 0-3 for the original faults, 0-7 for benign, every seed of EXT_RUNS for the extended kinds)")
     ap.add_argument("--merge", nargs="+", type=Path, metavar="DIR",
                     help="generate nothing: move the runs of these output folders (made with --out, e.g. in parallel) into --out and merge their labels")
-    ap.add_argument("--set", choices=("original", "extended", "all"), default="all", dest="which",
-                    help="without --only: the original 40 runs, the extended set (issue 11), or both (default)")
+    ap.add_argument("--set", choices=("original", "extended", "issue20", "all"), default="all", dest="which",
+                    help="without --only: the original 40 runs, the extended set (issue 11), the issue-20 set, or all three (default)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
     torch.use_deterministic_algorithms(True)
 
     jobs = []
-    default_kinds = {"original": FAULT_KINDS + ["benign"], "extended": EXT_FAULT_KINDS + ["benign_noisy"], "all": KINDS}[args.which]
+    default_kinds = {"original": FAULT_KINDS + ["benign"], "extended": EXT_FAULT_KINDS + ["benign_noisy"], "issue20": I20_KINDS, "all": KINDS}[args.which]
     for kind in args.only or default_kinds:
         seeds = args.seeds if args.seeds is not None else (
             ext_seeds(kind) if kind in EXT_RUNS else range(8) if kind == "benign" else range(4))
@@ -1223,10 +1671,11 @@ def main(argv=None):
             "replayed_steps": "[first, last] steps that were already sent once and are sent again after a restart, or null",
             "component": "the faulty component, as named in the point lines; \"\" = a run-level fault",
             "metrics": "the metrics in which the fault shows (of the component when one is named, else run-level)",
-            "split": "original kinds: tune = fault seeds 0-1 and benign seeds 0-3; extended kinds (EXT_RUNS): tune = the lower half of each kind's seeds; heldout = the rest",
+            "split": "original kinds: tune = fault seeds 0-1 and benign seeds 0-3; extended kinds (EXT_RUNS): tune = the lower half of each kind's seeds (issue-20 kinds: s0-s1); heldout = the rest",
             "origin": "the component where the fault starts (= component); \"\" = run-level (data, schedule, the job)",
             "window": "[start_step, end_step, or the run's last step when the fault does not end]",
-            "family": "the model family: transformer, mlp or cnn",
+            "family": "the model family: transformer, mlp, cnn or gru",
+            "step_time": "issue-20 runs only: a run-level point, the seconds of the step (the duration throughput divides by)",
         },
         "corpus": {
             "data": f"CPython {corpus.python} standard library .py files under {corpus.root} ({corpus.files} files after exclusions, sha256 {corpus.sha256}), PSF License",
