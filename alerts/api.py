@@ -353,7 +353,8 @@ NEW_NORMAL_BODY = {"type": "object", "required": ["note"], "properties": {"note"
 @extend_schema_view(post=extend_schema(operation_id="alerts_new_normal", request={"application/json": NEW_NORMAL_BODY}))
 class NewNormalView(_AlertActionView):
     """A band alert's level is the run's new normal: resolved, and its band starts again from the next points.
-    `note` (why) is required; the `new_normal` change row records who said so."""
+    `note` (why) is required; the `new_normal` change row records who said so. Refused (400) for an alert that is
+    resolved or whose rule learns no level (not a band rule)."""
 
     def act(self, alert, user, body):
         change = rebaseline.accept_new_normal(alert, user, body.get("note"))

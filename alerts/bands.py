@@ -70,6 +70,7 @@ class Band:
     sigma: np.ndarray
     log: bool = False
     last: np.ndarray | None = None  # band_at: the last value of the history before each point, in the metric's units
+    slope: np.ndarray | None = None  # band_at: the trend per point, in the judging scale's units
 
     def __len__(self):
         return len(self.centre)
@@ -166,7 +167,7 @@ def _level_and_spread(windows: np.ndarray):
     sigma = 1.4826 * np.median(np.abs(windows - trend), axis=1)
     r = _recent(w)
     recent = np.median(windows[:, w - r:], axis=1) + slope * (r + 1) / 2
-    return _within(second + slope * (w - second_at), second, recent), sigma
+    return _within(second + slope * (w - second_at), second, recent), sigma, slope
 
 
 def _recent(w):
@@ -208,7 +209,7 @@ def _prefix_level_and_spread(values: np.ndarray, lengths: np.ndarray):
     r = np.maximum(1, np.minimum(RECENT_POINTS, w // 2))
     recent = medians(np.where(cols < r[:, None], values[np.minimum(w[:, None] - r[:, None] + cols, last)], np.nan),
                      r[:, None]) + slope * (r + 1) / 2
-    return _within(second + slope * (w - second_at), second, recent), sigma
+    return _within(second + slope * (w - second_at), second, recent), sigma, slope
 
 
 def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) -> Band:
@@ -223,17 +224,19 @@ def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) ->
     positions = np.asarray(positions, dtype=np.int64)
     centre = np.full(len(positions), np.nan)
     sigma = np.full(len(positions), np.nan)
+    slope = np.full(len(positions), np.nan)
     full = positions >= params.window
     if full.any():
         windows = sliding_window_view(values, params.window)[positions[full] - params.window]
-        centre[full], sigma[full] = _level_and_spread(windows)
+        centre[full], sigma[full], slope[full] = _level_and_spread(windows)
     short = ~full & (positions >= params.min_history)
     if short.any():
-        centre[short], sigma[short] = _prefix_level_and_spread(values, positions[short])
+        centre[short], sigma[short], slope[short] = _prefix_level_and_spread(values, positions[short])
     anchor = _anchor_at(values, positions, params) if params.drift_ratio is not None else None
     band = _finish(centre, sigma, params, anchor)
     last = np.where(positions > 0, values[np.clip(positions - 1, 0, max(0, len(values) - 1))] if len(values) else np.nan, np.nan)
     band.last = np.exp(last) if params.scale == "ratio" else last
+    band.slope = slope
     return band
 
 
@@ -310,7 +313,7 @@ def series_band(series, start=None, end=None, params: BandParams = BandParams(),
 
 
 def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judge, *, pending=None,
-                clear_needed=1, adapt_after=None, held_before=0, keep=500, lookahead=256):
+                clear_needed=1, adapt_after=None, held_before=0, keep=500, lookahead=256, rollback=0):
     """Judge points one by one in step order, each against the band of the points before it that were kept.
 
     A point judged outside (held) opens an excursion: from it on the band is
@@ -332,10 +335,10 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
 
     `pending` is the excursion carried over from the previous batch: None when
     there is none, else the (steps, values) of the clear points seen since its
-    last held point. `judge(index, steps, values, band)` -> (held, magnitude,
-    band) for the given new points (`index` into the arrays passed here); it may
-    widen the band (reference runs, restore tolerance) and return the one it
-    used. Returns (held, magnitude, band) aligned with `steps`, the kept
+    last held point. `judge(index, steps, values, band, in_excursion)` ->
+    (held, magnitude, band) for the given new points (`index` into the arrays
+    passed here); it may widen the band (reference runs, restore tolerance) and
+    return the one it used. Returns (held, magnitude, band) aligned with `steps`, the kept
     history, and the excursion's pending points (None when none is open).
     """
     steps = np.asarray(steps, dtype=np.int64)
@@ -374,7 +377,7 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
             merged_steps = merged_steps[merged_order]
             merged_values = np.concatenate([kept_values, values[block]])[merged_order]
             band = band_at(merged_values, np.searchsorted(merged_steps, steps[block], side="left"), params)
-        block_held, block_magnitude, band = judge(block, steps[block], values[block], band)
+        block_held, block_magnitude, band = judge(block, steps[block], values[block], band, pending is not None)
         flags = block_held.tolist()
         if pending is None:
             # Valid up to and including the first held point; those before it are kept.
@@ -383,6 +386,10 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
             keep_points(steps[clear], values[clear])
             if flags[upto - 1]:
                 pending, run = ([], []), 1
+                if rollback:
+                    # The points just before it may be the start of the shift that opened it (a level judged over
+                    # `rollback` points moves before it is held): the band it is frozen at is the one before them.
+                    kept_steps, kept_values = kept_steps[:-rollback], kept_values[:-rollback]
         else:
             upto = len(block)
             for k, h in enumerate(flags):

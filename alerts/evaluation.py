@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from fnmatch import fnmatchcase
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from django.db import InterfaceError, InternalError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -100,6 +101,10 @@ class Flags:
         self.units = np.full(n, unit, dtype=object)  # per point: one rule can measure in two units
         self.band = None  # filled in by band rules when a chart asks for the band they judged with
         self.clears = None  # per point: whether a point not held counts towards resolving (absence: no open gap)
+        # Per point: not judged at all (a phase the rule skips, its settling steps, a non-finite value of a band):
+        # neither held nor clear, so an eval step inside a lasting drop neither ends the drop's stretch nor counts
+        # towards resolving it.
+        self.neutral = None
 
     @property
     def unit(self):
@@ -116,6 +121,7 @@ class _Listed:
     def __init__(self, flags, timed=None):
         self.held, self.magnitude, self.units = flags.held.tolist(), flags.magnitude.tolist(), flags.units.tolist()
         self.clears = None if flags.clears is None else flags.clears.tolist()
+        self.neutral = None if flags.neutral is None else flags.neutral.tolist()
         self.timed = timed  # whether the rule has persistence_seconds (None: ask the evaluator)
 
 
@@ -124,6 +130,7 @@ def _threshold(rule, steps, values, info):
     params = resolved(rule.kind, rule.params)
     flags = Flags(len(steps))
     allowed = _phase_allowed(rule, kinds) & (steps - span_start >= params["settle_steps"])
+    flags.neutral = ~allowed
     above, below = params["above"], params["below"]
     with np.errstate(invalid="ignore"):
         if above is not None:
@@ -253,6 +260,7 @@ class _BandJudge:
         self.adapt_after = params["adapt_after"]
         self.per = params["per"]
         self.floor_share = params["floor_share"]
+        self.level_points, self.level_min, self.level_width = params["level_points"], params["level_min"], params["level_width"]
         self.floor = None
         # The excursion ends with the points that resolve the alert: back inside the band it left.
         self.clear_needed = int(rule.persistence.get("resolve_points", 1)) if isinstance(rule.persistence, dict) else 1
@@ -263,6 +271,7 @@ class _BandJudge:
         state = progress.state or {}
         history = {k: _unpack_history(v) for k, v in state.get("history", {}).items()}
         pending = {k: _unpack_history(v) for k, v in state.get("pending", {}).items()}
+        tails = {k: _unpack_history(v) for k, v in state.get("tail", {}).items()}  # level_points: the last raw points
         applied_attempt, applied_reset = state.get("attempt", 1), state.get("reset", -1)
         number, attempt_start = attempt
         if number != applied_attempt and attempt_start is not None:
@@ -271,6 +280,7 @@ class _BandJudge:
             # open before the checkpoint is still open: the restored run must come back to its band.
             history = {k: (s[s < attempt_start], v[s < attempt_start]) for k, (s, v) in history.items()}
             pending = {k: (s[s < attempt_start], v[s < attempt_start]) for k, (s, v) in pending.items()}
+            tails = {k: (s[s < attempt_start], v[s < attempt_start]) for k, (s, v) in tails.items()}
         if self.per:
             values = self.divided(series, steps, values)
         flags = Flags(len(steps), "σ beyond the band")
@@ -281,6 +291,7 @@ class _BandJudge:
         for restart in starts:
             in_restore |= (steps >= restart) & (steps - restart < self.restore_window)
         judged = (_phase_allowed(self.rule, kinds) & (steps - span_start >= self.settle)) | in_restore
+        flags.neutral = ~(judged & finite)
         # The highest value the series had before each point (floor_share): what a level is a share of.
         peak = state.get("peak", -np.inf)
         before = np.full(len(steps), peak)
@@ -294,15 +305,18 @@ class _BandJudge:
         for a, b in zip(np.r_[0, boundaries], np.r_[boundaries, len(steps)]):
             if reset[a] != applied_reset and reset[a] >= 0:
                 # A declared new normal (a data refresh, an announced change of config): the baseline starts again.
-                history, pending, applied_reset = {}, {}, int(reset[a])
+                history, pending, tails, applied_reset = {}, {}, {}, int(reset[a])
             for kind in set(baseline[a:b]):
                 chosen = a + np.flatnonzero((baseline[a:b] == kind) & finite[a:b])
                 if not len(chosen):
                     continue
                 empty = (np.array([], dtype=np.int64), np.array([]))
+                running = None
+                if self.level_points:
+                    running, tails[kind] = self.running_medians(tails.get(kind, empty), chosen, steps, values)
                 history[kind], open_excursion = self.judge_kind(
                     flags, progress, series, history.get(kind, empty), pending.get(kind), chosen, steps, values,
-                    judged, in_restore)
+                    judged, in_restore, running)
                 if open_excursion is None:
                     pending.pop(kind, None)
                 else:
@@ -316,16 +330,46 @@ class _BandJudge:
             progress.state["peak"] = peak
         if pending:
             progress.state["pending"] = {k: _pack_history(s, v) for k, (s, v) in pending.items()}
+        if tails:
+            progress.state["tail"] = {k: _pack_history(s, v) for k, (s, v) in tails.items()}
         return flags
 
-    def judge_kind(self, flags, progress, series, old, open_excursion, chosen, steps, values, judged, in_restore):
+    def running_medians(self, tail, chosen, steps, values):
+        """Per chosen point, the median of the kind's last `level_points` points up to it and the median of the
+        `level_points` before those (judging scale; NaN until there are that many), and the kind's new tail."""
+        n = self.level_points
+        order = np.argsort(steps[chosen], kind="stable")
+        seq_steps = np.r_[tail[0], steps[chosen][order]]
+        seq_values = np.r_[tail[1], values[chosen][order]]
+        judged_scale = to_log(seq_values) if self.params.scale == "ratio" else seq_values
+        now, before = np.full(len(chosen), np.nan), np.full(len(chosen), np.nan)
+        if len(seq_values) >= n:
+            windows = np.median(sliding_window_view(judged_scale, n), axis=1)  # windows[j]: points j .. j+n-1
+            ends = np.arange(len(tail[1]), len(seq_values))  # each new point's index in seq
+            at_now, at_before = np.full(len(order), np.nan), np.full(len(order), np.nan)
+            ok = ends >= n - 1
+            at_now[ok] = windows[ends[ok] - (n - 1)]
+            ok_before = ends >= 2 * n - 1
+            at_before[ok_before] = windows[ends[ok_before] - (2 * n - 1)]
+            now[order], before[order] = at_now, at_before
+        keep = 2 * n - 1
+        return (now, before), (seq_steps[-keep:], seq_values[-keep:])
+
+    def judge_kind(self, flags, progress, series, old, open_excursion, chosen, steps, values, judged, in_restore,
+                   running=None):
         """Judge one phase kind's new points (bands.judged_band); returns that kind's history after them and its
         open excursion (None when none)."""
 
-        def judge(index, at_steps, at_values, band):
+        def judge(index, at_steps, at_values, band, in_excursion):
             last = band.last
+            level = None if running is None else self.level_held(running[0][index], running[1][index], band, in_excursion)
             band = self.with_reference(series, at_steps, band)
             held, beyond, used = self.judge(at_values, band, judged[chosen][index], in_restore[chosen][index])
+            if level is not None:
+                level_held, level_beyond = level
+                level_held &= judged[chosen][index]
+                beyond = np.where(level_held & ~held, level_beyond, beyond)
+                held |= level_held
             if self.floor is not None and last is not None:
                 # Where the series stood just before (frozen during an excursion), against its peak.
                 with np.errstate(invalid="ignore"):
@@ -335,7 +379,7 @@ class _BandJudge:
         held, magnitude, band, kept, open_excursion = judged_band(
             old[0], old[1], steps[chosen], values[chosen], self.params, judge, pending=open_excursion,
             clear_needed=self.clear_needed, adapt_after=self.adapt_after, held_before=progress.held_points,
-            keep=self.keep,
+            keep=self.keep, rollback=self.level_points or 0,
         )
         flags.held[chosen] = held
         flags.magnitude[chosen] = magnitude
@@ -343,6 +387,30 @@ class _BandJudge:
             for f in ("centre", "lower", "upper"):
                 getattr(flags.band, f)[chosen] = getattr(band, f)
         return kept, open_excursion
+
+    def level_held(self, medians, before, band, in_excursion):
+        """(held, spreads beyond) of the level: the median of the last `level_points` points against the median
+        of the `level_points` before them (a shift of level the band's trend would take in), or, in an excursion,
+        against the frozen level it left. Starting an excursion also takes `level_min` of a shift; ending one
+        takes the level back within `level_width` times its own spread (σ × 1.25 / √points)."""
+        n = self.level_points
+        if in_excursion:
+            level = np.log(band.centre) if band.log else band.centre
+        else:
+            level = before
+        spread = 1.2533 * band.sigma / np.sqrt(n)
+        need = self.level_width * spread * (1 if in_excursion else np.sqrt(2))  # two medians' difference
+        if not in_excursion and self.level_min:
+            need = np.maximum(need, np.log1p(self.level_min) if band.log else self.level_min * np.abs(level))
+        with np.errstate(invalid="ignore"):
+            if self.direction == "above":
+                shift = medians - level
+            elif self.direction == "below":
+                shift = level - medians
+            else:
+                shift = np.abs(medians - level)
+            held = np.isfinite(shift) & (shift > need)
+        return held, (shift - need) / spread
 
     def divided(self, series, steps, values):
         """The series per unit of the run-level metric `per` at the same step (update_ratio per unit of
@@ -516,21 +584,26 @@ def _divergence(rule, progress, run, steps, values):
         # is no evidence of noise.
         upto = [v for st, v in recent if best is None or st <= best[1]]
         spread = evaluation_noise(upto[-NOISE_EVALUATIONS:])
-        # Until the evaluation's own noise can be told (NOISE_MIN_EVALUATIONS), no rise is evidence of anything.
-        noise = 0.0 if noise_z == 0 else (math.inf if spread is None else noise_z * spread)
+        # Until the evaluation's own noise can be told (NOISE_MIN_EVALUATIONS before the lowest point), a rise is
+        # judged by a share UNKNOWN_NOISE_SHARES times as large instead: a divergence early in training is not
+        # left unseen, and a few noisy evaluations cannot page with a few percent.
+        known = noise_z == 0 or spread is not None
+        noise = noise_z * spread if spread is not None else 0.0
+        k_share = min_rise if known else UNKNOWN_NOISE_SHARES * (fast_rise or min_rise)
+        fast_share = None if fast_rise is None else (fast_rise if known else UNKNOWN_NOISE_SHARES * fast_rise)
         recent = (recent + [[step, value]])[-NOISE_KEPT:]
         evals = (evals + [(step, value)])[-(k + 2):]
         if training is not None and len(evals) >= k + 2:
             vals = [v for _, v in evals[1:]]
-            rising = (all(b > a for a, b in zip(vals, vals[1:])) and vals[-1] >= vals[0] * (1 + min_rise)
+            rising = (all(b > a for a, b in zip(vals, vals[1:])) and vals[-1] >= vals[0] * (1 + k_share)
                       and vals[-1] - vals[0] > noise)
             # Training loss between the first two and between the last two evaluations of the stretch.
             if rising and training_median(evals[-2][0], evals[-1][0]) < training_median(evals[0][0], evals[1][0]):
                 flags.held[i] = True
                 flags.magnitude[i] = (vals[-1] - vals[0]) / abs(vals[0]) if vals[0] else np.inf
-        if (fast_rise is not None and training is not None and not flags.held[i] and best is not None
+        if (fast_share is not None and training is not None and not flags.held[i] and best is not None
                 and before is not None and step > before[0] and value > before[1]
-                and value >= best[2] * (1 + fast_rise) and best[2] > 0 and value - best[2] > noise):
+                and value >= best[2] * (1 + fast_share) and best[2] > 0 and value - best[2] > noise):
             best_from = best[0] if best[0] is not None else best[1] - (step - before[0])
             if training_median(before[0], step) < training_median(best_from, best[1]):
                 flags.held[i] = True
@@ -547,6 +620,7 @@ def _divergence(rule, progress, run, steps, values):
 NOISE_EVALUATIONS = 16
 NOISE_KEPT = 64  # evaluations remembered: the noise is taken from the 16 up to the lowest point among them
 NOISE_MIN_EVALUATIONS = 4
+UNKNOWN_NOISE_SHARES = 4
 
 
 def evaluation_noise(values) -> float | None:
@@ -611,7 +685,7 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
         if not math.isfinite(value):
             continue  # non-finite weights are the nonfinite rules' to judge
         if last is not None and step > last[0]:
-            pairs.append((i, step, last[0], abs(logs_l[i] - last_log)))
+            pairs.append((i, step, last[0], abs(logs_l[i] - last_log), last_log))
         last, last_log = [step, value, number], logs_l[i]
     allowed_by_ratio = [None] * len(pairs)
     if ratio_series is not None and pairs:
@@ -626,7 +700,8 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
             if b > a:
                 gap = pairs[k][1] - pairs[k][2]
                 allowed_by_ratio[k] = params["allowance"] * gap * (costs[a] if b == a + 1 else float(np.mean(u_costs[a:b])))
-    for (i, step, before, jump), allowed in zip(pairs, allowed_by_ratio):
+    jumped_from = state.get("from") if state.get("attempt", number) == number else None
+    for (i, step, before, jump, before_log), allowed in zip(pairs, allowed_by_ratio):
         gap = step - before
         if allowed is None and len(rates) >= params["min_history"]:
             history = np.array(rates)
@@ -635,9 +710,22 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
         if allowed is not None and jump > max(floor, allowed):
             flags.held[i] = True
             flags.magnitude[i] = float(np.exp(jump))
-        else:
-            rates = (rates + [jump / gap])[-params["window"]:]  # a jump is kept out of the history it is judged by
-    progress.state = {"last": last, "rates": rates}
+            if jumped_from is None:
+                jumped_from = before_log  # where the weights were before something outside the optimizer moved them
+            continue
+        rates = (rates + [jump / gap])[-params["window"]:]  # a jump is kept out of the history it is judged by
+        if jumped_from is not None:
+            # The weights stay where the jump put them until they are back within min_ratio of where they were
+            # (a rollback): the alert lasts as long as the damage does.
+            away = abs(logs_l[i] - jumped_from)
+            if away > floor:
+                flags.held[i] = True
+                flags.magnitude[i] = float(np.exp(away))
+            else:
+                jumped_from = None
+    progress.state = {"last": last, "rates": rates, "attempt": number}
+    if jumped_from is not None:
+        progress.state["from"] = jumped_from
     return flags
 
 
@@ -1024,11 +1112,17 @@ class _Evaluator:
 
     def all_clear(self, rule, progress, steps, times, flags):
         """persist_point over a series' points none of which is held, its (rule, component) without an open alert."""
+        counted = np.ones(len(steps), dtype=bool) if flags.neutral is None else ~flags.neutral
+        if not counted.any():
+            return  # nothing judged: a stretch in progress goes on
         progress.held_points = 0
         if self.persistence_seconds(rule) > 0:
-            last = int(np.flatnonzero(steps == steps.max())[-1])  # the last point in step order
+            judged_steps = np.where(counted, steps, np.iinfo(np.int64).min)
+            last = int(np.flatnonzero(judged_steps == judged_steps.max())[-1])  # the last judged point in step order
             progress.held_since_time = float(times[last])
-        progress.clear_points += len(steps) if flags.clears is None else int(np.count_nonzero(flags.clears))
+        if flags.clears is not None:
+            counted &= flags.clears
+        progress.clear_points += int(np.count_nonzero(counted))
 
     def series_named(self, metric, component):
         """The run's series (one query for all of them, the first time one is asked for)."""
@@ -1086,6 +1180,8 @@ class _Evaluator:
         step = int(steps[i])
         when = float(times[i])
         timed = flags.timed if flags.timed is not None else self.persistence_seconds(rule) > 0
+        if flags.neutral is not None and flags.neutral[i] and not flags.held[i]:
+            return
         if flags.held[i]:
             if progress.held_points == 0:
                 # With persistence in time, the stretch began when the last clear point came (a point's

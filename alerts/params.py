@@ -162,6 +162,16 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("drift_ratio", NUMBER, "ratio bands: the band's edges are at most this ratio from the level a window "
               "earlier (the anchor), so a ramp or a compounding drift the trend would follow is held once it has "
               "carried the metric this far", minimum=1, above_minimum=True),
+        Param("level_points", WHOLE, "also judge the level: held when the median of the series' last this many points "
+              "stands beyond the median of the as many before them by more than `level_width` times the spread of "
+              "their difference (σ × 1.25 × √2 / √points) and by at least `level_min`; an excursion then ends only "
+              "when that median is back within `level_width` times its spread of the level it left (a lasting shift "
+              "smaller than the points' noise is seen, and a noisy series' points wandering back into the band do "
+              "not end it); at most `window` (unset: points only)", minimum=2, maximum=MAX_WINDOW),
+        Param("level_width", NUMBER, "with level_points: how many of its spreads a level must move", default=4.0,
+              minimum=0, above_minimum=True),
+        Param("level_min", NUMBER, "with level_points: the least shift of the level that is held, as a share of it",
+              default=0.0, minimum=0),
         Param("floor_share", NUMBER, "judged only while the last value before a point (before the excursion, during "
               "one) is at least this share of the highest value "
               "the series has had (a learning rate at the end of its schedule, already near zero, is not collapsing)",
@@ -192,8 +202,9 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
               "fell over the same evaluations (unset: only the K rises)", minimum=0, above_minimum=True),
         Param("noise_z", NUMBER, "either way, the rise must also exceed this many times the evaluation's own "
               "noise (the spread of its evaluations around their local trend: second differences over the last 16), "
-              "measured from the lowest running median of three evaluations; nothing is held before 4 evaluations "
-              "tell the noise (0: the fixed shares alone, as before)", default=4.0, minimum=0),
+              "measured from the lowest running median of three evaluations; until 4 evaluations before the lowest "
+              "tell the noise, the shares are 4 times as large instead (0: the fixed shares alone, as before)",
+              default=4.0, minimum=0),
     ),
     "reference": (
         Param("direction", CHOICE, "which side is held: above every reference run, below every one, or either",
@@ -231,6 +242,8 @@ _TOGETHER: dict[str, tuple[tuple[Callable[[dict], bool], str, str], ...]] = {
         (lambda p: p["min_history"] <= p["window"], "min_history", "min_history must be at most window"),
         (lambda p: p["max_ratio"] is None or p["scale"] == "ratio", "max_ratio",
          'max_ratio applies to ratio bands only (scale "ratio")'),
+        (lambda p: p["level_points"] is None or p["level_points"] <= p["window"], "level_points",
+         "level_points must be at most window"),
         (lambda p: p["drift_ratio"] is None or p["scale"] == "ratio", "drift_ratio",
          'drift_ratio applies to ratio bands only (scale "ratio")'),
     ),

@@ -16,19 +16,21 @@ from alerts.models import Alert, AlertState, ChangeKind, RuleKind, RuleProgress
 from alerts.tasks import EVALUATION_LOCK_BASE
 
 # What a band judge keeps that describes the old level; the rest (attempt, data refresh, peak) stays.
-LEVEL_KEYS = ("history", "pending")
+LEVEL_KEYS = ("history", "pending", "tail", "from")
+LEARNING_KINDS = (RuleKind.BAND, RuleKind.WEIGHT_JUMP)
 
 
 def accept_new_normal(alert: Alert, user, note: str, now=None):
     """Resolve a band alert and start its (rule, run, component) band again from the next points: the rule
     judges nothing there until it has `min_history` points of the new level. Returns the `new_normal` row.
-    A note saying why is required; only band rules learn a level."""
+    A note saying why is required; only band and weight-jump rules have a level to accept."""
     now = now or timezone.now()
     note = triage._text(note, "note")
     if not note:
         raise ValidationError({"note": "a note is required: say why this level is the run's new normal"})
-    if alert.rule.kind != RuleKind.BAND:
-        raise ValidationError({"rule": f"only band rules learn a level; {alert.rule.name} is a {alert.rule.kind} rule"})
+    if alert.rule.kind not in LEARNING_KINDS:
+        raise ValidationError({"rule": f"only band and weight-jump rules have a level to accept; {alert.rule.name} is "
+                                       f"a {alert.rule.kind} rule"})
     with transaction.atomic():
         if connection.vendor == "postgresql":
             # Evaluation holds this lock while it judges the run and writes RuleProgress back from memory:

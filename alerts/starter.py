@@ -80,10 +80,10 @@ STARTER_RULES = [
     {
         "name": "loss-spike",
         "kind": "band",
-        "description": "Training loss above its phase-aware band (a ratio to its level) for 3 points in a row (quiet in warmup, eval, checkpoints, data refreshes; after a restart the loss must continue from where the checkpoint left it).",
+        "description": "Training loss above its phase-aware band (a ratio to its level), or its level (the median of 20 points) lastingly 5% above the 20 before, for 3 points in a row (quiet in warmup, eval, checkpoints, data refreshes; after a restart the loss must continue from where the checkpoint left it). It ends when the level is back where it was.",
         "scope": {"metrics": ["loss"], "component": ""},
         "persistence": {"points": 3, "resolve_points": 10},
-        "params": {"direction": "above", "width": 6.0, "scale": "ratio"},
+        "params": {"direction": "above", "width": 6.0, "scale": "ratio", "level_points": 20, "level_min": 0.05},
         "permitted_response": "notify",
         "runbook": {
             "title": "Loss spike or failed restore",
@@ -272,7 +272,7 @@ STARTER_RULES = [
         },
     },
     {
-        "name": "loss-plunge",
+        "name": "loss-under-trend",
         "kind": "band",
         "description": "Training loss below its phase-aware band (under ~0.4× its expected level) for 10 points: an abrupt fall below its own trend, typically data repeating (the model memorises).",
         "scope": {"metrics": ["loss"], "component": ""},

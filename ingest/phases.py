@@ -33,32 +33,10 @@ RECONFIGURED = "reconfigured"
 RESET_PHASES = {"data_refresh", RECONFIGURED}
 # A change of what the run computes, announced by the job (a new `config`, `data_snapshot` or `code_rev` on its run
 # line, stored as an IdentityChange at the step it arrived with): the new normal is declared, so baselines start
-# again there, the way a data refresh starts them, and the first steps after it settle.
+# again there, the way a data refresh starts them, and the first steps after it settle (phase kind `reconfigured`,
+# which rules skip as they skip a data refresh; the change itself is on the run page with its old and new value).
 ANNOUNCED_FIELDS = ("config", "data_snapshot", "code_rev")
 RECONFIGURED_STEPS = 10
-
-
-def with_announced_changes(spans, changes) -> list[PhaseSpan]:
-    """`spans` with a `reconfigured` span at each announced change's step, lasting RECONFIGURED_STEPS (or up to
-    the next phase entry), after which the phase in effect before it resumes."""
-    if not changes:
-        return spans
-    starts = {s.start: s for s in spans}
-    for step in sorted(set(changes)):
-        if step in starts:
-            continue  # the job declared a phase at that very step: it says what the step is
-        before = [s for s in spans if s.start < step]
-        resume = step + RECONFIGURED_STEPS
-        after = [s for s in spans if s.start > step]
-        added = [PhaseSpan(step, None, "config change", RECONFIGURED)]
-        if before and (not after or after[0].start > resume):
-            added.append(PhaseSpan(resume, None, before[-1].phase, before[-1].kind))
-        elif not before and (not after or after[0].start > resume):
-            added.append(PhaseSpan(resume, None, "steady", "steady"))
-        spans = sorted([*spans, *added], key=lambda s: s.start)
-        starts = {s.start: s for s in spans}
-    return [PhaseSpan(s.start, spans[i + 1].start - 1 if i + 1 < len(spans) else None, s.phase, s.kind)
-            for i, s in enumerate(spans)]
 
 
 # A run that declares a step budget but never a warmup phase is taken to warm up for
@@ -71,8 +49,9 @@ class PhaseIndex:
     """Which phase span holds at each step, the kind its baseline continues, and the latest data refresh."""
 
     def __init__(self, run):
+        self.spans = phase_spans(run)
         announced = IdentityChange.objects.filter(run=run, field__in=ANNOUNCED_FIELDS, step__isnull=False)
-        self.spans = with_announced_changes(phase_spans(run), list(announced.values_list("step", flat=True)))
+        self.announced = np.array(sorted(set(announced.values_list("step", flat=True))), dtype=np.int64)
         budget = (run.budget or {}).get("steps")
         self.implicit_warmup_end = -1
         if budget and not any(s.kind == "warmup" for s in self.spans):
@@ -115,4 +94,14 @@ class PhaseIndex:
             warming = steps < self.implicit_warmup_end
             kinds[warming] = baseline[warming] = "warmup"
             span_start = np.where(warming, 0, np.maximum(span_start, self.implicit_warmup_end))
+        if len(self.announced):
+            # The latest announced change at or before each step: baselines start again there, and its first
+            # RECONFIGURED_STEPS settle (whatever phase the job declared at that step).
+            index = np.searchsorted(self.announced, steps, side="right") - 1
+            changed = index >= 0
+            at = np.where(changed, self.announced[np.maximum(index, 0)], -1)
+            reset = np.where(changed, np.maximum(reset, at), reset)
+            span_start = np.where(changed, np.maximum(span_start, at), span_start)
+            settling = changed & (steps - at < RECONFIGURED_STEPS)
+            kinds = np.where(settling, RECONFIGURED, kinds).astype(object)
         return kinds, baseline, span_start, reset

@@ -21,13 +21,16 @@ def healthy(steps, seed=0, components=COMPONENTS, health=True):
 
 
 def nan_in_one_weight(step, bad="layers.4", components=COMPONENTS, loss=True, health=True):
-    """What one NaN written into one weight of `bad` shows at `step`: its weight norm, every other component's
-    gradient norm and the loss, all non-finite (the component's own gradient too)."""
+    """What one NaN written into one weight of `bad` shows at `step`: its weight norm, every component's
+    activation and gradient norm (the forward pass carries the NaN everywhere, the backward pass back) and the
+    loss, all non-finite. The weights are non-finite from the first point (nonfinite-weights), the gradients
+    only at a rate (nonfinite-gradients: 3 of 20), so one step of this is one alert per component and the loss."""
     points = [{"step": step, "metric": "loss", "value": "NaN"}] if loss else []
     if health:
         for i, component in enumerate(components):  # the others' weights as healthy() has them
             points.append({"step": step, "metric": "weight_norm", "component": component,
                            "value": "NaN" if component == bad else 10.0 + i})
+            points.append({"step": step, "metric": "act_norm", "component": component, "value": "NaN"})
             points.append({"step": step, "metric": "grad_norm", "component": component, "value": "NaN"})
     return points
 

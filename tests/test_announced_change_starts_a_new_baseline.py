@@ -1,5 +1,6 @@
 """A change of what the run computes, announced by the job (a new `config` on its run line), starts the
 baselines again, visibly; the same change unannounced is a slowdown the console pages about."""
+import numpy as np
 import pytest
 
 from ingest.models import IdentityChange
@@ -24,8 +25,19 @@ def test_a_batch_size_change_announced_with_a_new_config_is_a_new_baseline_not_a
     assert [(a.rule.name, a.first_step) for a in alerts("announced")] == []
     [change] = IdentityChange.objects.filter(run__run_id="announced", field="config")
     assert change.step == 400
-    phase = PhaseIndex(Run.objects.get(run_id="announced")).at(400)
-    assert (phase.phase, phase.kind) == ("config change", "reconfigured")
+    kinds, _, span_start, reset = PhaseIndex(Run.objects.get(run_id="announced")).of(np.array([399, 400, 409, 410]))
+    assert list(kinds) == ["steady", "reconfigured", "reconfigured", "steady"]
+    assert list(reset) == [-1, 400, 400, 400]
+
+
+def test_a_change_announced_at_an_evaluation_step_starts_the_baseline_all_the_same(sender, project):
+    starter(project)
+    job = Job()
+    doubled_batch(job)
+    phases = [*WARMUP, {"step": 400, "phase": "eval"}, {"step": 401, "phase": "steady"}]
+    job.send(sender, "at-eval", 0, 400, phases=phases, run={"config": {"batch_size": 64}})
+    job.send(sender, "at-eval", 400, 800, phases=phases, run={"config": {"batch_size": 128}})
+    assert [(a.rule.name, a.first_step) for a in alerts("at-eval")] == []
 
 
 def test_the_same_change_unannounced_is_a_slowdown(sender, project):

@@ -75,6 +75,7 @@ def seeded(project, other_project, token, other_token, owner, sender):
 # params; for acting on an alert or an incident, its state (a resolved one cannot be acknowledged or muted) and a
 # mute's window (in the future, at most 7 days ahead). Those answer 400 naming the field.
 DECIDED_BY_STATE = ("rules_create", "rules_update", "rules_partial_update", "alerts_acknowledge", "alerts_mute",
+                    "alerts_new_normal",  # only an open alert of a band rule has a level to accept
                     "incidents_acknowledge", "incidents_mute",
                     # mutes: only an active one can be ended or extended, and past the project's limit only by
                     # a rule admin.

@@ -69,15 +69,15 @@ def test_new_points_and_a_new_alert_arrive_while_the_page_is_open(browser, run_w
     page.wait_for_selector('body[data-live="open"]', timeout=10000)
     before = page.locator("#run-open-alerts").inner_text()
     points = [{"step": s, "metric": "loss", "value": 3.5} for s in range(600, 640)]
-    points += [{"step": 640, "metric": "grad_norm", "component": "layers.1", "value": "NaN"}]
+    points += [{"step": 640, "metric": "weight_norm", "component": "layers.1", "value": "NaN"}]
     response = httpx.post(run_with_spike.url + "/api/v1/ingest", json={"run": {"id": "llama-ft-7"}, "points": points},
                           headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 202
     # No reload: the last step, the open-alert count and the charts follow the websocket.
     page.wait_for_function("() => document.getElementById('run-last-step').textContent.trim() === '640'", timeout=10000)
     page.wait_for_function(f"() => document.getElementById('run-open-alerts').textContent.trim() !== '{before}'", timeout=10000)
-    page.wait_for_function("() => WLRun.data.alerts.some(a => a.component === 'layers.1' && a.rule.name === 'nonfinite-gradients')")
-    assert page.locator("#run-alerts tr.live-new").filter(has_text="nonfinite-gradients").filter(has_text="layers.1").is_visible()
+    page.wait_for_function("() => WLRun.data.alerts.some(a => a.component === 'layers.1' && a.rule.name === 'nonfinite-weights')")
+    assert page.locator("#run-alerts tr.live-new").filter(has_text="nonfinite-weights").filter(has_text="layers.1").is_visible()
     assert page.evaluate("() => performance.getEntriesByType('navigation').length") == 1
 
 

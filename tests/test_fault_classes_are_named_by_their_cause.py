@@ -106,10 +106,10 @@ def test_a_step_decay_of_the_learning_rate_is_not_a_collapse(sender, project):
     assert alerts("steps", "lr-collapse") == []
 
 
-def test_an_abrupt_fall_of_the_loss_below_its_trend_is_a_plunge(sender, project):
+def test_an_abrupt_fall_of_the_loss_below_its_trend_is_alerted(sender, project):
     starter(project)
     job = Job()
     job.override("loss", lambda s, v: v if s < 400 else 0.15 + (v - 0.15) * np.exp(-(s - 400) / 15))
     job.send(sender, "plunge", 0, 600, phases=WARMUP)
-    [alert] = alerts("plunge", "loss-plunge")
+    [alert] = alerts("plunge", "loss-under-trend")
     assert 400 < alert.fired_step <= 440 and alert.state == "firing"

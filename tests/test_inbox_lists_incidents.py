@@ -32,8 +32,8 @@ def test_one_row_per_incident_naming_its_origin_with_its_alerts_beneath(client, 
     html = page(client)
     assert len(re.findall(r'<tr id="incident-\d+"', html)) == 1
     row = re.search(rf'<tr id="incident-{incident.pk}".*?</tr>', html, re.S).group(0)
-    assert "weight_norm of layers.4 at step 30" in row and "nonfinite-gradients" in row
-    assert f"{ALERTS} alerts" in row and "grad_norm of layers.0" in row and "Notify" in row
+    assert "weight_norm of layers.4 at step 30" in row and "nonfinite-weights" in row
+    assert f"{ALERTS} alerts" in row and "act_norm of layers.0" in row and "Notify" in row
     members = re.findall(rf'<tr id="alert-(\d+)" class="inbox-row[^"]*incident-member[^"]*"[^>]*data-incident="{incident.pk}" hidden>', html)
     assert sorted(map(int, members)) == sorted(incident.alerts.values_list("pk", flat=True))
 

@@ -37,7 +37,7 @@ def test_members_read_a_runs_incidents_oldest_first(api, request, faulty, who):
     origin = Alert.objects.get(component="layers.4")
     assert incident == {
         "id": incident["id"], "run": RUN, "state": "firing", "severity": "notify", "first_step": 30,
-        "origin": {"alert": origin.pk, "rule": "nonfinite-gradients", "metric": "weight_norm", "component": "layers.4", "step": 30},
+        "origin": {"alert": origin.pk, "rule": "nonfinite-weights", "metric": "weight_norm", "component": "layers.4", "step": 30},
         "alerts": sorted(Alert.objects.values_list("pk", flat=True)),
         "blast_radius": incident["blast_radius"], "opened_at": incident["opened_at"], "resolved_at": None,
     }

@@ -15,9 +15,9 @@ pytestmark = pytest.mark.django_db
 def alerted_run(settings, sender, project, owner):
     settings.CONSOLE_URL = "http://127.0.0.1:8000"
     install_starter_pack(project)
-    Rule.objects.filter(project=project, name="nonfinite-gradients").update(diagnostic_url="https://wiki.example/runbooks/grads")
+    Rule.objects.filter(project=project, name="nonfinite-weights").update(diagnostic_url="https://wiki.example/runbooks/grads")
     settings.CONSOLE_URL = "http://127.0.0.1:8811"  # started again on another port
-    points = [{"step": 0, "metric": "loss", "value": "NaN"}, {"step": 0, "metric": "grad_norm", "component": "layers.0", "value": "NaN"}]
+    points = [{"step": 0, "metric": "loss", "value": "NaN"}, {"step": 0, "metric": "weight_norm", "component": "layers.0", "value": "NaN"}]
     assert sender.post({"run": {"id": "moved"}, "points": points}).status_code == 202
     client = Client()
     client.force_login(owner)

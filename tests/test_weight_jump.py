@@ -67,8 +67,9 @@ def test_a_twentyfold_weight_jump_names_its_component_first_with_update_ratio(se
     assert (first.rule.name, first.component, first.metric) == ("weight-jump", component, "weight_norm")
     assert first.first_step == first.fired_step == at
     assert first.magnitude == pytest.approx(20, rel=0.05)
-    # Others fired at the same step (the overflowing gradient upstream), after it.
-    assert any(a.fired_step == at and a.component != component for a in alerts[1:])
+    # What follows downstream fires right after it (the exploding gradients upstream); one overflow at that step
+    # is what a loss scaler skips, judged by rate (nonfinite-gradients), not an alert of its own.
+    assert any(at < a.fired_step <= at + 3 and a.component != component for a in alerts[1:])
     assert [a.component for a in alerts if a.rule.name == "weight-jump"] == [component]
 
 

@@ -3,7 +3,7 @@ layer, watched by the real client with `model=`, against a live console started 
 serving the real ASGI app in this process, the project's starter pack installed).
 
 * Console up: the alerts read back from `GET /api/v1/alerts/?run=` name the layer: the first
-  `nonfinite-gradients` alert (by fired step, then id) and the `job-health-events` alert of the
+  `nonfinite-weights` alert (by fired step, then id) and the `job-health-events` alert of the
   client's `unclassified` event are both on `blocks.1`, at the step of the injection.
 * Console down (a closed port, spooling to tmp_path): the training loop runs at the speed of the
   same loop without any client (within 1.5x, best of 3), and the spool file imported with
@@ -74,7 +74,7 @@ def test_a_nan_in_one_layer_is_alerted_on_that_layer_live_and_from_the_spool_of_
     wl.close()
     assert wl.stats["spooled"] == 0 and wl.stats["rejected"] == 0 and wl.stats["dropped"] == 0
     live = alerts_of(token, "nan-live")
-    first_health = next(a for a in live if a["rule"]["name"] == "nonfinite-gradients")
+    first_health = next(a for a in live if a["rule"]["name"] == "nonfinite-weights")
     assert (first_health["component"], first_health["step"], first_health["fired_step"]) == (LAYER, INJECT, INJECT)
     assert first_health["metric"] == "weight_norm"  # the origin's own weights, the cause before the symptoms
     event_alerts = [a for a in live if a["rule"]["name"] == "job-health-events"]
@@ -105,13 +105,13 @@ def test_a_nan_in_one_layer_is_alerted_on_that_layer_live_and_from_the_spool_of_
     # ---- the spool, imported later, yields the same alerts at the fault
     call_command("import_jsonl", str(spool), token=token)
     spooled = alerts_of(token, "nan-down")
-    assert summary(spooled)[0] == summary(live)[0] == ("nonfinite-gradients", LAYER, "weight_norm", INJECT, INJECT)
+    assert summary(spooled)[0] == summary(live)[0] == ("nonfinite-weights", LAYER, "weight_norm", INJECT, INJECT)
 
     def events(alerts):
         return [(a["component"], a["condition"], a["step"]) for a in alerts if a["rule"]["name"] == "job-health-events"]
 
     def alerted(alerts):
-        return {a["component"] for a in alerts if a["rule"]["name"] == "nonfinite-gradients"}
+        return {a["component"] for a in alerts if a["rule"]["name"] == "nonfinite-weights"}
 
     assert events(spooled) == events(live) == [(LAYER, "unclassified", INJECT)]
     assert alerted(spooled) == alerted(live) == {"tok", "pos", "blocks.0", LAYER, "ln", "head"}
