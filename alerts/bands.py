@@ -166,7 +166,8 @@ def _level_and_spread(windows: np.ndarray):
     trend = second[:, None] + slope[:, None] * (np.arange(w) - second_at)
     sigma = 1.4826 * np.median(np.abs(windows - trend), axis=1)
     r = _recent(w)
-    recent = np.median(windows[:, w - r:], axis=1) + slope * (r + 1) / 2
+    last = windows[:, w - r:]
+    recent = np.clip(np.median(last, axis=1) + slope * (r + 1) / 2, last.min(axis=1), last.max(axis=1))
     return _within(second + slope * (w - second_at), second, recent), sigma, slope
 
 
@@ -177,7 +178,7 @@ def _recent(w):
 
 def _within(level, second, recent):
     """The extrapolated level, never beyond both the second half's median and the last points' median (carried
-    to the next point by the same slope): a step
+    to the next point by the same slope, within the last points' range): a step
     in the window is not a trend, and extrapolated as one it overshoots the new level (a gradient that collapsed
     ×1e-4 would stand far above a level extrapolated past it)."""
     return np.clip(level, np.fmin(second, recent), np.fmax(second, recent))
@@ -207,8 +208,8 @@ def _prefix_level_and_spread(values: np.ndarray, lengths: np.ndarray):
     residual = np.where(cols < w[:, None], np.abs(values[np.minimum(cols, last)] - trend), np.nan)
     sigma = 1.4826 * medians(residual, w[:, None])
     r = np.maximum(1, np.minimum(RECENT_POINTS, w // 2))
-    recent = medians(np.where(cols < r[:, None], values[np.minimum(w[:, None] - r[:, None] + cols, last)], np.nan),
-                     r[:, None]) + slope * (r + 1) / 2
+    tail = np.where(cols < r[:, None], values[np.minimum(w[:, None] - r[:, None] + cols, last)], np.nan)
+    recent = np.clip(medians(tail, r[:, None]) + slope * (r + 1) / 2, np.nanmin(tail, axis=1), np.nanmax(tail, axis=1))
     return _within(second + slope * (w - second_at), second, recent), sigma, slope
 
 

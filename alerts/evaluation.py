@@ -68,6 +68,15 @@ def _blamed(rule):
         raise RuleFailed(rule) from exc
 
 
+def rule_params(rule) -> dict:
+    """resolved(rule.kind, rule.params), once per rule object (a batch judges each rule over many series)."""
+    cached = rule.__dict__.get("_resolved_params")
+    if cached is None or cached[0] != (rule.kind, rule.params):
+        cached = ((rule.kind, rule.params), resolved(rule.kind, rule.params))
+        rule.__dict__["_resolved_params"] = cached
+    return cached[1]
+
+
 def _run_selected(rule, run) -> bool:
     wanted = rule.scope.get("runs") or {}
     return all((run.tags or {}).get(k) == v for k, v in wanted.items())
@@ -127,7 +136,7 @@ class _Listed:
 
 def _threshold(rule, steps, values, info):
     kinds, _, span_start, _ = info
-    params = resolved(rule.kind, rule.params)
+    params = rule_params(rule)
     flags = Flags(len(steps))
     allowed = _phase_allowed(rule, kinds) & (steps - span_start >= params["settle_steps"])
     flags.neutral = ~allowed
@@ -149,7 +158,7 @@ def _threshold(rule, steps, values, info):
 def _nonfinite(rule, progress, steps, values, info):
     """Non-finite points: each one held, or, with `count` > 1, each one that makes `count` of the series'
     last `within` points non-finite (the recent flags carried in progress.state)."""
-    params = resolved(rule.kind, rule.params)
+    params = rule_params(rule)
     count, within = params["count"], params["within"]
     flags = Flags(len(steps), "non-finite points in a row")
     bad = ~np.isfinite(values)
@@ -205,7 +214,7 @@ def _reference(rule, series, steps, values, info, evaluator):
     not have the fault. Quiet where no reference run has data near the step, or the project has none.
     """
     kinds, _, span_start, _ = info
-    params = resolved(rule.kind, rule.params)
+    params = rule_params(rule)
     flags = Flags(len(steps), "× the reference runs' extreme")
     window = params["reference_window"]
     references = evaluator.reference_points(series, int(steps.min()), int(steps.max()), window)
@@ -250,7 +259,7 @@ class _BandJudge:
 
     def __init__(self, rule, evaluator):
         self.rule = rule
-        params = resolved(rule.kind, rule.params)  # InvalidParams for a row stored before validation existed
+        params = rule_params(rule)  # InvalidParams for a row stored before validation existed
         self.params = BandParams.from_params(params)
         self.direction = params["direction"]
         self.settle = params["settle_steps"]
@@ -260,6 +269,7 @@ class _BandJudge:
         self.adapt_after = params["adapt_after"]
         self.per = params["per"]
         self.floor_share = params["floor_share"]
+        self.per_points = None  # `per`'s points over the batch's span (divided)
         self.level_points, self.level_min, self.level_width = params["level_points"], params["level_min"], params["level_width"]
         self.floor = None
         # The excursion ends with the points that resolve the alert: back inside the band it left.
@@ -419,13 +429,24 @@ class _BandJudge:
         per = self.evaluator.series_named(self.per, "")
         if per is None:
             return values
-        per_steps, per_values, _ = self.evaluator.read_points(per, int(steps.min()), int(steps.max()))
+        # `per` as it stood at each step: its latest point at or before it (a job may log the learning rate
+        # every few steps and its health every ten), from at most PER_LOOKBACK steps before; read once for
+        # every series of the batch this judge divides.
+        lo, hi = max(0, int(steps.min()) - PER_LOOKBACK), int(steps.max())
+        cached = self.per_points
+        if cached is None or cached[0] != per.pk or lo < cached[1] or hi > cached[2]:
+            receipt = getattr(self.evaluator, "receipt", None)
+            if getattr(receipt, "min_step", None) is not None:
+                lo, hi = min(lo, max(0, receipt.min_step - PER_LOOKBACK)), max(hi, receipt.max_step)
+            per_steps, per_values, _ = read_points(per, lo, hi)
+            order = np.argsort(per_steps, kind="stable")
+            cached = self.per_points = (per.pk, lo, hi, per_steps[order], per_values[order])
+        per_steps, per_values = cached[3], cached[4]
         if not len(per_steps):
             return np.full(len(values), np.nan)
-        order = np.argsort(per_steps, kind="stable")
-        per_steps, per_values = per_steps[order], per_values[order]
-        at = np.minimum(np.searchsorted(per_steps, steps), len(per_steps) - 1)
-        found = per_steps[at] == steps
+        at = np.searchsorted(per_steps, steps, side="right") - 1
+        found = at >= 0
+        at = np.maximum(at, 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(found & (per_values[at] > 0), values / per_values[at], np.nan)
 
@@ -441,6 +462,8 @@ class _BandJudge:
         held, beyond = used.outside(values, self.direction)
         return held & judged, beyond, used
 
+
+PER_LOOKBACK = 1_000  # band `per`: how far back the divisor's latest point may be
 
 # Open step gaps a rule remembers per series; beyond this the oldest are forgotten (a run that logs sparsely).
 MAX_OPEN_GAPS = 200
@@ -462,8 +485,17 @@ def _absence(rule, progress, series, steps, times, attempt):
     """
     state = progress.state or {}
     flags = Flags(len(steps), "missing steps")
-    params = resolved(rule.kind, rule.params)
+    params = rule_params(rule)
     max_missing, max_seconds = params["missing_steps"], params["seconds"]
+    if max_missing is None and max_seconds is None:
+        # Only `behind_steps` (stale_series): nothing to judge in the points themselves, no neighbours to read;
+        # the series' own interval and whether it caught up are all it needs.
+        flags = Flags(len(steps), "steps without data while the run went on")
+        diffs = np.diff(np.unique(steps))
+        cadence = int(np.median(diffs)) if len(diffs) else state.get("cadence", 1)
+        progress.state = {"cadence": max(1, cadence), "batches": state.get("batches", 0) + 1,
+                          "caught_up": max(state.get("caught_up", 0), state.get("behind", 0)), "behind": 0}
+        return flags
     number, attempt_start = attempt
     gaps = [tuple(g) for g in state.get("gaps", [])] if state.get("attempt", 1) == number else []
     last_time = state.get("last_time")
@@ -562,7 +594,7 @@ def _divergence(rule, progress, run, steps, values):
     interval after it begins; a run whose training loss rose too, such as a
     data fault, is not divergence).
     """
-    params = resolved(rule.kind, rule.params)
+    params = rule_params(rule)
     k, min_rise, fast_rise, noise_z = params["evaluations"], params["min_rise"], params["fast_rise"], params["noise_z"]
     training = Series.objects.filter(run=run, metric=params["training"], component="").first()
     state = progress.state or {}
@@ -651,7 +683,7 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
     multiplied or zeroed outside the optimizer is the origin of what follows in
     the other components, so the alert names it at the step it shows.
     """
-    params = resolved(rule.kind, rule.params)
+    params = rule_params(rule)
     number, _ = attempt
     state = progress.state or {}
     flags = Flags(len(steps), "× change of the weight norm between samples")
@@ -871,7 +903,7 @@ class _Evaluator:
             if rule.pk in self.invalid:
                 continue
             with _blamed(rule):
-                behind_steps = resolved(rule.kind, rule.params).get("behind_steps")
+                behind_steps = rule_params(rule).get("behind_steps")
                 if behind_steps is None:
                     continue
                 for series in self.run_series_list():
@@ -938,7 +970,7 @@ class _Evaluator:
     def persistence_seconds(self, rule) -> float:
         pk = rule.pk
         if pk not in self.seconds_needed:
-            params = resolved(rule.kind, rule.params) if rule.kind in (RuleKind.BAND, RuleKind.THRESHOLD) else {}
+            params = rule_params(rule) if rule.kind in (RuleKind.BAND, RuleKind.THRESHOLD) else {}
             self.seconds_needed[pk] = params.get("persistence_seconds") or 0
         return self.seconds_needed[pk]
 

@@ -176,8 +176,9 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
               "one) is at least this share of the highest value "
               "the series has had (a learning rate at the end of its schedule, already near zero, is not collapsing)",
               minimum=0, above_minimum=True, maximum=1),
-        Param("per", NAME, "judge the value divided by this run-level metric at the same step (update_ratio per "
-              "unit of lr: what the optimizer did beyond what its schedule asked); points without it are not judged"),
+        Param("per", NAME, "judge the value divided by this run-level metric as it stood at that step (its latest "
+              "point at or before it, at most 1,000 steps before; update_ratio per unit of lr: what the optimizer did "
+              "beyond what its schedule asked); points with none are not judged"),
         PERSISTENCE_SECONDS,
     ),
     "absence": (

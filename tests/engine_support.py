@@ -20,6 +20,7 @@ class Job:
         self.step_seconds = step_seconds
         self.time = 1_764_000_000.0
         self.overrides = []  # (metric, component or None, fn(step, value) -> value or None to drop the point)
+        self.lr_every = 1  # the learning rate is sent at every n-th step (trainers log it less often than health)
 
     def override(self, metric, fn, component=""):
         self.overrides.append((metric, component, fn))
@@ -46,6 +47,8 @@ class Job:
                 "throughput": 64 / seconds,
                 "grad_norm": 1.2 * (1 + self.rng.normal(0, 0.05)),
             }
+            if step % self.lr_every:
+                del run["lr"]
             for metric, value in run.items():
                 value = value if metric in ("step_time", "throughput", "lr") else self.value(metric, "", step, value)
                 if value is not None:

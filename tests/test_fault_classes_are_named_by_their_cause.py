@@ -113,3 +113,22 @@ def test_an_abrupt_fall_of_the_loss_below_its_trend_is_alerted(sender, project):
     job.send(sender, "plunge", 0, 600, phases=WARMUP)
     [alert] = alerts("plunge", "loss-under-trend")
     assert 400 < alert.fired_step <= 440 and alert.state == "firing"
+
+
+def test_an_optimizer_surge_is_judged_per_learning_rate_logged_less_often_than_the_health(sender, project):
+    starter(project)
+    job = Job()
+    job.lr_every = 25  # the trainer logs its learning rate every 25 steps, the health every step
+    job.override("update_ratio", lambda s, v: v * 100 if 400 <= s < 403 else v, component="head")
+    job.send(sender, "sparse-lr", 0, 600, phases=WARMUP)
+    [incident] = incidents("sparse-lr")
+    assert (incident.origin.rule.name, incident.origin.component, incident.first_step) == ("update-surge", "head", 400)
+
+
+def test_a_gradient_that_goes_to_exactly_zero_is_lost_not_exploding(sender, project):
+    starter(project)
+    job = Job()
+    job.override("grad_norm", lambda s, v: 0.0 if s >= 400 else v, component="block.0")
+    job.send(sender, "zero", 0, 700, phases=WARMUP)
+    assert "gradient-explosion" not in rule_names("zero")
+    assert {"lost-gradient", "vanishing-gradient"} <= set(rule_names("zero"))
