@@ -490,12 +490,8 @@ def _absence(rule, progress, series, steps, times, attempt):
     if max_missing is None and max_seconds is None:
         # Only `behind_steps` (stale_series): nothing to judge in the points themselves, no neighbours to read;
         # the series' own interval and whether it caught up are all it needs.
-        flags = Flags(len(steps), "steps without data while the run went on")
-        diffs = np.diff(np.unique(steps))
-        cadence = int(np.median(diffs)) if len(diffs) else state.get("cadence", 1)
-        progress.state = {"cadence": max(1, cadence), "batches": state.get("batches", 0) + 1,
-                          "caught_up": max(state.get("caught_up", 0), state.get("behind", 0)), "behind": 0}
-        return flags
+        progress.state = _cadence(state, steps)
+        return Flags(len(steps), "steps without data while the run went on")
     number, attempt_start = attempt
     gaps = [tuple(g) for g in state.get("gaps", [])] if state.get("attempt", 1) == number else []
     last_time = state.get("last_time")
@@ -553,12 +549,17 @@ def _absence(rule, progress, series, steps, times, attempt):
     progress.state = {"attempt": number, "gaps": [list(g) for g in still_open],
                       "last_time": latest if last_time is None else max(last_time, latest)}
     if params.get("behind_steps") is not None:
-        # What stale_series needs: the series' own step interval, and how far behind it has been and caught up.
-        diffs = np.diff(np.unique(near_steps))
-        cadence = int(np.median(diffs)) if len(diffs) else state.get("cadence", 1)
-        progress.state.update(cadence=max(1, cadence), batches=state.get("batches", 0) + 1,
-                              caught_up=max(state.get("caught_up", 0), state.get("behind", 0)), behind=0)
+        progress.state.update(_cadence(state, near_steps))
     return flags
+
+
+def _cadence(state, steps) -> dict:
+    """What stale_series needs of a series that sent points: its own step interval, the batches it was in, and
+    how far behind it had fallen before it caught up."""
+    diffs = np.diff(np.unique(steps))
+    cadence = int(np.median(diffs)) if len(diffs) else state.get("cadence", 1)
+    return {"cadence": max(1, cadence), "batches": state.get("batches", 0) + 1,
+            "caught_up": max(state.get("caught_up", 0), state.get("behind", 0)), "behind": 0}
 
 
 def _stored_neighbours(series, attempt, lo, hi):
