@@ -321,6 +321,14 @@ class _BandJudge:
                 if not len(chosen):
                     continue
                 empty = (np.array([], dtype=np.int64), np.array([]))
+                if kind not in history and kind not in pending and _phase_allowed(self.rule, np.array([kind], dtype=object))[0]:
+                    # A phase kind with no history of its own while another kind's excursion is open (a fault that
+                    # began in `steady` and lasts into `lr_decay`): it starts from that excursion's frozen band,
+                    # not from the broken values, or the fault would go quiet at the phase change.
+                    for other, open_points in pending.items():
+                        if other in history:
+                            history[kind], pending[kind] = history[other], (open_points[0][:0], open_points[1][:0])
+                            break
                 running = None
                 if self.level_points:
                     running, tails[kind] = self.running_medians(tails.get(kind, empty), chosen, steps, values)

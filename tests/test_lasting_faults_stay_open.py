@@ -80,3 +80,17 @@ def test_a_throughput_drop_that_lasts_to_the_end_of_the_run_stays_open(sender, p
     assert any(i.state != IncidentState.RESOLVED for i in incidents), \
         f"its incidents are all resolved: {[(i.pk, i.first_step, i.state) for i in incidents]}"
     assert not shown_plainly_healthy(run), f"the run is shown as {run.status} with nothing open or to review"
+
+
+def test_a_drop_that_lasts_into_the_next_phase_kind_stays_open(sender, project):
+    """A band's history is kept per phase kind; a kind that begins during an excursion (lr_decay after steady)
+    starts from the excursion's frozen band, not from the broken values, so the fault does not go quiet there."""
+    from tests.engine_support import Job, alerts, starter
+
+    starter(project)
+    job = Job()
+    job.override("step_time", lambda s, v: v * 10 if s >= 600 else v)
+    phases = [{"step": 0, "phase": "warmup"}, {"step": 50, "phase": "steady"}, {"step": 900, "phase": "lr_decay"}]
+    job.send(sender, "into-decay", 0, 1500, phases=phases)
+    [alert] = alerts("into-decay", "slow-steps")
+    assert alert.first_step == 600 and alert.state == "firing" and alert.last_step == 1499
