@@ -65,6 +65,8 @@ def persistence_words(persistence) -> str:
         fires = "fires (no points, steps or seconds given)"
     m = persistence.get("resolve_points", 1)
     resolves = "resolves on the first clear point" if m == 1 else f"resolves after {_plural(m, 'clear point')} in a row"
+    if persistence.get("until_reviewed") is True:
+        resolves += ", then waits for a person (needs review)"
     return f"{fires}; {resolves}"
 
 

@@ -17,9 +17,17 @@ AUTOMATIC_RESPONSES = ("stop", "rewind")
 # Hard invariants: the only rules allowed to act on a job on their own.
 HARD_INVARIANT_KINDS = ("nonfinite", "absence")
 
+
+def sticky(rule) -> bool:
+    """Whether the rule's alerts, once their condition clears with nobody looking, wait for a person ("needs
+    review"): hard invariants always, any other rule whose persistence says `until_reviewed` (an event whose
+    damage outlasts its signal, such as an optimizer's abnormal update)."""
+    persistence = rule.persistence if isinstance(rule.persistence, dict) else {}
+    return rule.kind in HARD_INVARIANT_KINDS or persistence.get("until_reviewed") is True
+
 OWNER_RE = re.compile(r"^\s*[^<>]+?\s*<[^<>]+>\s*$")
 SCOPE_KEYS = {"runs", "metrics", "conditions", "component", "layer", "phases"}
-PERSISTENCE_KEYS = {"points", "steps", "seconds", "resolve_points"}
+PERSISTENCE_KEYS = {"points", "steps", "seconds", "resolve_points", "until_reviewed"}
 URL_RE = re.compile(r"^https?://\S+$")
 
 
@@ -85,6 +93,10 @@ def _persistence_errors(persistence) -> dict[str, str]:
     if len(holds) != 1:
         return {"persistence": "persistence needs exactly one of points, steps or seconds"}
     for key, value in persistence.items():
+        if key == "until_reviewed":
+            if not isinstance(value, bool):
+                return {"persistence": "persistence.until_reviewed must be true or false"}
+            continue
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
             return {"persistence": f"persistence.{key} must be a number > 0"}
         if key in ("points", "steps", "resolve_points") and value != int(value):

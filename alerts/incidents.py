@@ -54,7 +54,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from alerts import signals
-from alerts.governance import HARD_INVARIANT_KINDS
+from alerts.governance import sticky
 from alerts.models import (
     DEFAULT_INCIDENT_WINDOW_STEPS, Alert, AlertChange, AlertState, Incident, IncidentChange, IncidentChangeKind,
     IncidentSettings, IncidentState, PermittedResponse, RuleKind,
@@ -157,7 +157,7 @@ def blast_radius(alerts, origin) -> list[dict]:
 
 
 def _needs_review(alert) -> bool:
-    return alert.rule.kind in HARD_INVARIANT_KINDS and alert.state == AlertState.RESOLVED and alert.reviewed_at is None
+    return sticky(alert.rule) and alert.state == AlertState.RESOLVED and alert.reviewed_at is None
 
 
 def state_of(alerts) -> str:

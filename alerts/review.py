@@ -5,7 +5,9 @@ that fired and cleared by itself is not over: a single NaN loss followed by
 finite points is still a NaN in the run. Its alert resolves as any other does
 (the condition cleared), but until a person acknowledges it, gives a verdict or
 resolves it by hand (`Alert.reviewed_at`, set by alerts/triage.py) it stays in
-the inbox's default view and its run shows "needs review".
+the inbox's default view and its run shows "needs review". So does any rule whose
+persistence says `until_reviewed` (governance.sticky): an event whose damage outlasts
+its signal, such as the optimizer's abnormal update (the starter `update-surge`).
 
 Every other alert that resolved by itself and has no verdict is counted under
 "resolved, no verdict": the alerts nobody judged, which a false-alarm rate must
@@ -13,7 +15,7 @@ not silently drop.
 """
 from django.db.models import Exists, OuterRef, Q
 
-from alerts.governance import HARD_INVARIANT_KINDS
+from alerts.governance import HARD_INVARIANT_KINDS, sticky
 from alerts.models import Alert, AlertChange, AlertState, ChangeKind
 
 
@@ -22,8 +24,10 @@ def needs_review_q(prefix: str = "") -> Q:
 
     `prefix` reaches the alert through a relation ("alerts__" from a run).
     """
-    return Q(**{
-        f"{prefix}rule__kind__in": HARD_INVARIANT_KINDS,
+    # has_key first: a JSON key that is absent compares as NULL, which would make exclude() drop every row.
+    opted_in = Q(**{f"{prefix}rule__persistence__has_key": "until_reviewed"}) & Q(**{f"{prefix}rule__persistence__until_reviewed": True})
+    sticky_rule = Q(**{f"{prefix}rule__kind__in": HARD_INVARIANT_KINDS}) | opted_in
+    return sticky_rule & Q(**{
         f"{prefix}state": AlertState.RESOLVED,
         f"{prefix}reviewed_at__isnull": True,
     })
@@ -31,7 +35,7 @@ def needs_review_q(prefix: str = "") -> Q:
 
 def needs_review(alert) -> bool:
     """In Python, what needs_review_q says in SQL (`alert.rule` loaded)."""
-    return alert.rule.kind in HARD_INVARIANT_KINDS and alert.state == AlertState.RESOLVED and alert.reviewed_at is None
+    return sticky(alert.rule) and alert.state == AlertState.RESOLVED and alert.reviewed_at is None
 
 
 def resolved_by_a_person():

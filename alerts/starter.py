@@ -217,9 +217,9 @@ STARTER_RULES = [
     {
         "name": "update-surge",
         "kind": "band",
-        "description": "A component's update per unit of learning rate (update_ratio ÷ lr) 10× above its own band: the optimizer itself made an abnormal update (its state corrupted or reset), whatever the gradient did.",
+        "description": "A component's update per unit of learning rate (update_ratio ÷ lr) 10× above its own band: the optimizer itself made an abnormal update (its state corrupted or reset), whatever the gradient did. The weights it moved stay moved: it waits for a person after the updates are normal again.",
         "scope": {"metrics": ["update_ratio"], "component": "*"},
-        "persistence": {"points": 1, "resolve_points": 10},
+        "persistence": {"points": 1, "resolve_points": 10, "until_reviewed": True},
         "params": {"direction": "above", "width": 6.0, "rel_floor": 0.4, "scale": "ratio", "max_ratio": 10.0, "per": "lr"},
         "permitted_response": "notify",
         "runbook": {

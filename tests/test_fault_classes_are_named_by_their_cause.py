@@ -132,3 +132,22 @@ def test_a_gradient_that_goes_to_exactly_zero_is_lost_not_exploding(sender, proj
     job.send(sender, "zero", 0, 700, phases=WARMUP)
     assert "gradient-explosion" not in rule_names("zero")
     assert {"lost-gradient", "vanishing-gradient"} <= set(rule_names("zero"))
+
+
+def test_an_optimizer_surge_waits_for_a_person_after_the_updates_are_normal_again(sender, project, owner):
+    from alerts.review import runs_needing_review
+    from alerts.triage import acknowledge
+    from ingest.models import Run
+
+    starter(project)
+    job = Job()
+    job.override("update_ratio", lambda s, v: v * 100 if 400 <= s < 403 else v, component="block.1")
+    job.send(sender, "surge-review", 0, 700, phases=WARMUP)
+    [alert] = alerts("surge-review", "update-surge")
+    [incident] = incidents("surge-review")
+    assert alert.state == "resolved" and incident.state == "needs_review"  # the weights it moved stay moved
+    run = Run.objects.get(run_id="surge-review")
+    assert runs_needing_review([run.pk]) == {run.pk}
+    acknowledge(alert, owner)
+    incident.refresh_from_db()
+    assert incident.state == "resolved" and runs_needing_review([run.pk]) == set()

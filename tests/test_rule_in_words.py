@@ -13,6 +13,18 @@ def test_persistence_in_words():
     assert persistence_words({"points": 1}) == "fires on the first point; resolves on the first clear point"
     assert persistence_words({"steps": 200, "resolve_points": 5}).startswith("fires once the condition has held for 200 steps")
     assert persistence_words({"seconds": 900}).startswith("fires once the condition has held for 900 s (15 min)")
+    assert persistence_words({"points": 1, "resolve_points": 10, "until_reviewed": True}).endswith(
+        "resolves after 10 clear points in a row, then waits for a person (needs review)")
+
+
+def test_until_reviewed_must_be_true_or_false():
+    from alerts.governance import judging_errors
+
+    assert judging_errors(kind="band", scope={"metrics": ["update_ratio"]}, params={},
+                          persistence={"points": 1, "until_reviewed": True}) == {}
+    assert judging_errors(kind="band", scope={"metrics": ["update_ratio"]}, params={},
+                          persistence={"points": 1, "until_reviewed": 1}) == {
+        "persistence": "persistence.until_reviewed must be true or false"}
 
 
 def test_scope_in_words():
