@@ -22,7 +22,8 @@ def sticky(rule) -> bool:
     """Whether the rule's alerts, once their condition clears with nobody looking, wait for a person ("needs
     review"): hard invariants always, any other rule whose persistence says `until_reviewed` (an event whose
     damage outlasts its signal, such as an optimizer's abnormal update)."""
-    persistence = rule.persistence if isinstance(rule.persistence, dict) else {}
+    persistence = getattr(rule, "persistence", None)
+    persistence = persistence if isinstance(persistence, dict) else {}
     return rule.kind in HARD_INVARIANT_KINDS or persistence.get("until_reviewed") is True
 
 OWNER_RE = re.compile(r"^\s*[^<>]+?\s*<[^<>]+>\s*$")
