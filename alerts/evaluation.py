@@ -303,14 +303,14 @@ class _BandJudge:
         judged = (_phase_allowed(self.rule, kinds) & (steps - span_start >= self.settle)) | in_restore
         flags.neutral = ~(judged & finite)
         # The highest value the series had before each point (floor_share): what a level is a share of.
-        peak = state.get("peak", -np.inf)
-        before = np.full(len(steps), peak)
+        peak, self.floor = state.get("peak", -np.inf), None
         if self.floor_share is not None and len(steps):
             order = np.argsort(steps, kind="stable")
             running = np.maximum.accumulate(np.where(finite[order], values[order], -np.inf))
+            before = np.empty(len(steps))
             before[order] = np.maximum(peak, np.r_[-np.inf, running[:-1]])
             peak = float(max(peak, running[-1]))
-        self.floor = None if self.floor_share is None else self.floor_share * before
+            self.floor = self.floor_share * before
         boundaries = np.flatnonzero(np.diff(reset) != 0) + 1
         for a, b in zip(np.r_[0, boundaries], np.r_[boundaries, len(steps)]):
             if reset[a] != applied_reset and reset[a] >= 0:
@@ -431,9 +431,9 @@ class _BandJudge:
         return held, (shift - need) / spread
 
     def divided(self, series, steps, values):
-        """The series per unit of the run-level metric `per` at the same step (update_ratio per unit of
-        learning rate: what the optimizer did beyond what its schedule asked for); NaN where `per` has no
-        point at that step or is not positive, so such points are not judged."""
+        """The series per unit of the run-level metric `per` as it stood at each step (update_ratio per unit of
+        learning rate: what the optimizer did beyond what its schedule asked for); NaN where `per` has no point
+        at or up to PER_LOOKBACK steps before it, or is not positive, so such points are not judged."""
         per = self.evaluator.series_named(self.per, "")
         if per is None:
             return values
@@ -610,6 +610,7 @@ def _divergence(rule, progress, run, steps, values):
     evals = [tuple(e) for e in state.get("evals", [])]
     recent = [list(r) for r in state.get("recent", []) if isinstance(r, list)]  # [step, value] of the last ones
     best = state.get("best")  # [step of the evaluation before the lowest one (or None), its step, its value]
+    diverged_from = state.get("diverged_from")  # the level an open divergence rose from
     flags = Flags(len(steps), "relative rise of the validation metric")
 
     def training_median(lo, hi):
@@ -649,12 +650,22 @@ def _divergence(rule, progress, run, steps, values):
             if training_median(before[0], step) < training_median(best_from, best[1]):
                 flags.held[i] = True
                 flags.magnitude[i] = (value - best[2]) / abs(best[2])
+        if flags.held[i]:
+            diverged_from = diverged_from if diverged_from is not None else (best[2] if best is not None else evals[1][1])
+        elif diverged_from is not None:
+            # A divergence ends when the validation metric is back near the level it rose from, not when it
+            # merely stops rising: a metric that stays up has not recovered.
+            if value - diverged_from > max(noise, min_rise * abs(diverged_from)):
+                flags.held[i] = True
+                flags.magnitude[i] = (value - diverged_from) / abs(diverged_from) if diverged_from else np.inf
+            else:
+                diverged_from = None
         # The lowest point as the running median of three evaluations: the lowest single evaluation of a noisy
         # set is low by chance, and a rise from it is partly noise.
         level = float(np.median([v for _, v in recent[-3:]])) if noise_z and len(recent) >= 3 else value
         if best is None or level < best[2]:
             best = [before[0] if before is not None and before[0] < step else None, step, level]
-    progress.state = {"evals": [list(e) for e in evals], "best": best, "recent": recent}
+    progress.state = {"evals": [list(e) for e in evals], "best": best, "recent": recent, "diverged_from": diverged_from}
     return flags
 
 
@@ -830,6 +841,7 @@ class _Evaluator:
         self.metric_points = {}  # read_points
         self.touched = set()  # progress rows this batch changed: only these are written back
         self.band_samples = {}
+        self.batch_series = None  # points(): the series this batch brought
 
     # What the evaluator reads and writes besides judging: a backtest (alerts/backtest.py) replaces these
     # with state kept in memory, so it runs this same judging code without a row written.
@@ -907,7 +919,8 @@ class _Evaluator:
         end = getattr(self.receipt, "max_step", None)
         if end is None:
             return
-        in_batch = set(Block.objects.filter(receipt=self.receipt).values_list("series_id", flat=True))
+        in_batch = self.batch_series if self.batch_series is not None else set(
+            Block.objects.filter(receipt=self.receipt).values_list("series_id", flat=True))
         for rule in rules:
             if rule.pk in self.invalid:
                 continue
@@ -1020,6 +1033,7 @@ class _Evaluator:
 
     def points(self, rules):
         blocks = self.batch_blocks()
+        self.batch_series = {b.series_id for b in blocks}  # stale_series: who sent something in this batch
         # Within an attempt, causes before symptoms: alerts fired at one step are created in this order.
         blocks.sort(key=lambda b: (b.attempt, CAUSAL_RANK.get(b.series.metric, len(CAUSAL_RANK))))
         jobs = []

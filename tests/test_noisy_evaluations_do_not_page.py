@@ -47,3 +47,15 @@ def test_a_real_divergence_on_the_same_noisy_evaluation_still_pages(sender, proj
     send(sender, "diverging", diverging, 100, overfit_from=1200)
     [alert] = alerts("diverging", "validation-divergence")
     assert 1200 < alert.fired_step <= 1400
+
+
+def test_a_divergence_that_stops_rising_but_stays_up_stays_open(sender, project):
+    install_starter_pack(project)
+
+    def plateau(step, rng):
+        rise = 1.0 + 0.5 * min(max(0, step - 1200), 300) / 100  # +150% by 1500, then flat: it never comes back
+        return (2.0 * np.exp(-step / 500) + 1.1) * rise * (1 + rng.normal(0, 0.01))
+
+    send(sender, "plateau", plateau, 100, overfit_from=1200)
+    [alert] = alerts("plateau", "validation-divergence")
+    assert 1200 < alert.fired_step <= 1400 and alert.state == "firing" and alert.last_step == 1900
