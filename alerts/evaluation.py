@@ -618,6 +618,13 @@ def _divergence(rule, progress, run, steps, values):
         values_ = values_[np.isfinite(values_)]
         return np.median(values_) if len(values_) else np.nan
 
+    def training_noise(lo, hi):
+        _, values_, _ = read_points(training, lo + 1, hi)
+        values_ = values_[np.isfinite(values_)]
+        if len(values_) < TRAINING_NOISE_POINTS:
+            return None
+        return 1.4826 * float(np.median(np.abs(np.diff(values_, n=2)))) / np.sqrt(6) * np.sqrt(2)
+
     for i, (step, value) in enumerate(zip(steps.tolist(), values.tolist())):
         if not np.isfinite(value):
             continue
@@ -626,9 +633,14 @@ def _divergence(rule, progress, run, steps, values):
         # is no evidence of noise.
         upto = [v for st, v in recent if best is None or st <= best[1]]
         spread = evaluation_noise(upto[-NOISE_EVALUATIONS:])
-        # Until the evaluation's own noise can be told (NOISE_MIN_EVALUATIONS before the lowest point), a rise is
-        # judged by a share UNKNOWN_NOISE_SHARES times as large instead: a divergence early in training is not
-        # left unseen, and a few noisy evaluations cannot page with a few percent.
+        if spread is None and noise_z and training is not None and before is not None:
+            # Until NOISE_MIN_EVALUATIONS before the lowest point tell the evaluation's own noise (early in
+            # training, or while the first evaluation stays the lowest by chance), the training metric's noise
+            # stands in for it: an evaluation averages at least as many examples as one step's batch, so the
+            # difference of two evaluations varies by at most √2 × the step-to-step spread of the training metric.
+            spread = training_noise(before[0], step)
+        # With neither (no training points between the evaluations), the shares are UNKNOWN_NOISE_SHARES times as
+        # large: a divergence early in training is not left unseen, and a few noisy evaluations cannot page.
         known = noise_z == 0 or spread is not None
         noise = noise_z * spread if spread is not None else 0.0
         k_share = min_rise if known else UNKNOWN_NOISE_SHARES * (fast_rise or min_rise)
@@ -672,6 +684,7 @@ def _divergence(rule, progress, run, steps, values):
 NOISE_EVALUATIONS = 16
 NOISE_KEPT = 64  # evaluations remembered: the noise is taken from the 16 up to the lowest point among them
 NOISE_MIN_EVALUATIONS = 4
+TRAINING_NOISE_POINTS = 8  # training points between two evaluations for their spread to stand in for the evaluation's
 UNKNOWN_NOISE_SHARES = 4
 
 

@@ -204,7 +204,9 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("noise_z", NUMBER, "either way, the rise must also exceed this many times the evaluation's own "
               "noise (the spread of its evaluations around their local trend: second differences over the last 16), "
               "measured from the lowest running median of three evaluations; until 4 evaluations before the lowest "
-              "tell the noise, the shares are 4 times as large instead (0: the fixed shares alone, as before)",
+              "tell the noise, the training metric's step-to-step spread stands in for it (an evaluation averages at "
+              "least one batch), and without training points the shares are 4 times as large (0: the fixed shares "
+              "alone, as before)",
               default=4.0, minimum=0),
     ),
     "reference": (

@@ -59,3 +59,31 @@ def test_a_divergence_that_stops_rising_but_stays_up_stays_open(sender, project)
     send(sender, "plateau", plateau, 100, overfit_from=1200)
     [alert] = alerts("plateau", "validation-divergence")
     assert 1200 < alert.fired_step <= 1400 and alert.state == "firing" and alert.last_step == 1900
+
+
+def send_early(sender, run_id, vals, train_noise, seed=0, steps=800):
+    """Evaluations every 100 steps with the given values (from step 100); a falling training loss with that noise."""
+    rng = np.random.default_rng(seed)
+    points = []
+    for step in range(steps):
+        points.append({"step": step, "metric": "loss", "value": float(2.0 * np.exp(-step / 400) + 1.2 + rng.normal(0, train_noise))})
+        if step and step % 100 == 0 and step // 100 <= len(vals):
+            points.append({"step": step, "metric": "val_loss", "value": vals[step // 100 - 1]})
+    assert sender.post({"run": {"id": run_id}, "points": points}).status_code == 202
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_noisy_first_few_evaluations_page_nobody(sender, project, seed):
+    # The first evaluation is the lowest by chance and the next two stand 11% and 13% above it: too few
+    # evaluations to know their own noise, but a training loss that moves ±0.15 from one step to the next says
+    # an evaluation set this small can move that much.
+    install_starter_pack(project)
+    send_early(sender, f"early-{seed}", [2.52, 2.80, 2.84, 2.80, 2.42, 2.81, 2.33], train_noise=0.15, seed=seed)
+    assert alerts(f"early-{seed}", "validation-divergence") == []
+
+
+def test_a_divergence_at_the_third_evaluation_of_a_quiet_run_still_pages_at_once(sender, project):
+    install_starter_pack(project)
+    send_early(sender, "early-diverging", [2.50, 2.30, 2.90, 3.40, 3.90, 4.40, 4.90], train_noise=0.01)
+    [alert] = alerts("early-diverging", "validation-divergence")
+    assert alert.fired_step == 300 and alert.state == "firing"

@@ -4,7 +4,7 @@
     .venv/bin/pip install -e '.[faults]'                  # torch==2.13.0 (CPU)
     .venv/bin/python benchmarks/faults/generate.py        # all 74 runs -> benchmarks/faults/corpus/
     .venv/bin/python benchmarks/faults/generate.py --set extended   # the 34 runs of issue 11 (MLP, CNN, transformer)
-    .venv/bin/python benchmarks/faults/generate.py --set issue20    # the 58 runs of issue 20 (adds a char GRU and a step_time point)
+    .venv/bin/python benchmarks/faults/generate.py --set issue20    # the 62 runs of issue 20 (adds a char GRU and a step_time point)
     .venv/bin/python benchmarks/faults/generate.py --merge /tmp/a /tmp/b   # runs made with --out elsewhere
     .venv/bin/python benchmarks/faults/generate.py --only lr_spike --seeds 0 1 --out /tmp/c
     .venv/bin/python benchmarks/faults/generate.py --only benign --seeds 4
@@ -143,7 +143,10 @@ EXT_RUNS = {
     "lr_collapse": [("cnn", ""), ("gru", ""), ("mlp", ""), ("transformer", "")],
     "data_repeat": [("gru", ""), ("mlp", ""), ("transformer", ""), ("cnn", "")],
     "amp_skip": [("mlp", ""), ("cnn", ""), ("gru", ""), ("mlp", "")],
-    "benign_noisy_eval": [("mlp", ""), ("gru", ""), ("cnn", ""), ("mlp", "")],
+    # s4-s7 came after the held-out half paged s3 (an MLP evaluated every 100 steps): two more runs of that
+    # class to tune on (s4, s5) and two nobody tuned on (s6, s7); split by seed % 4, so s0-s3 keep theirs.
+    "benign_noisy_eval": [("mlp", ""), ("gru", ""), ("cnn", ""), ("mlp", ""),
+                          ("cnn", ""), ("mlp", ""), ("gru", ""), ("mlp", "")],
     "benign_amp": [("cnn", ""), ("mlp", ""), ("transformer", ""), ("gru", "")],
     "benign_batch_change": [("mlp", ""), ("cnn", ""), ("gru", ""), ("mlp", "")],
     "benign_lr_schedules": [("gru", ""), ("mlp", ""), ("cnn", ""), ("transformer", "")],  # step decay s0, s2; SGDR s1, s3
@@ -232,7 +235,12 @@ def ext_seeds(kind: str) -> range:
     return range(len(EXT_RUNS[kind]))
 
 
+SPLIT_BY_FOUR = {"benign_noisy_eval"}  # kinds that grew after their first split: tune = seed % 4 in (0, 1)
+
+
 def split_of(kind: str, seed: int) -> str:
+    if kind in SPLIT_BY_FOUR:
+        return "tune" if seed % 4 < 2 else "heldout"
     if kind in EXT_RUNS:
         return "tune" if seed < len(EXT_RUNS[kind]) // 2 else "heldout"
     if kind == "benign":
@@ -1671,7 +1679,7 @@ def main(argv=None):
             "replayed_steps": "[first, last] steps that were already sent once and are sent again after a restart, or null",
             "component": "the faulty component, as named in the point lines; \"\" = a run-level fault",
             "metrics": "the metrics in which the fault shows (of the component when one is named, else run-level)",
-            "split": "original kinds: tune = fault seeds 0-1 and benign seeds 0-3; extended kinds (EXT_RUNS): tune = the lower half of each kind's seeds (issue-20 kinds: s0-s1); heldout = the rest",
+            "split": "original kinds: tune = fault seeds 0-1 and benign seeds 0-3; extended kinds (EXT_RUNS): tune = the lower half of each kind's seeds (issue-20 kinds: s0-s1; benign_noisy_eval: seeds 0, 1, 4, 5); heldout = the rest",
             "origin": "the component where the fault starts (= component); \"\" = run-level (data, schedule, the job)",
             "window": "[start_step, end_step, or the run's last step when the fault does not end]",
             "family": "the model family: transformer, mlp, cnn or gru",
