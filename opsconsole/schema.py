@@ -59,7 +59,8 @@ class ErrorBodySerializer(serializers.Serializer):
 DESCRIPTIONS = {
     400: "A bad field, query parameter, header or body (JSON nested over 64 levels, a NUL character, a number beyond "
          "the 64-bit float range): each error names its path.",
-    401: "No credentials, or an unknown or revoked token (path `Authorization`).",
+    401: "No credentials, an unknown or revoked token, or a valid token of the kind the operation does not take (a "
+         "personal token on ingest; the message names both kinds) (path `Authorization`).",
     403: "The caller may not do this (a viewer or a project token acting on an alert; a run of another project).",
     404: "Not found, or not in a project the caller may see.",
     409: "The state of the resource forbids it.",

@@ -1,14 +1,21 @@
 """Throttling of failed logins and bad API tokens: 429 with Retry-After once a key has failed too often.
 
 Only failures count, so people and jobs that authenticate normally are never
-throttled, however many share an address. A key (a user name, an address, a
-token) that reaches its limit within the window is refused — even with the
-right password — until the window that began with its first failure ends.
+throttled, however many share an address.
 
-- Logins (the console's and the admin's): per user name and per address.
+- Logins (the console's and the admin's): per user name and per address. A key
+  that reaches its limit within the window is refused — even with the right
+  password — until the window that began with its first failure ends.
 - Bearer tokens (project and personal): per token, and per address counting
   distinct bad tokens, so one job retrying a revoked token blocks only that
-  token, while an address trying many tokens is blocked altogether.
+  token, while an address trying many tokens gets 429 for every further token
+  the console does not know. A token is looked up before these counts are read
+  (ingest/auth.py), and a valid one is served whatever its address sent:
+  behind a NAT or a proxy, or during a rotation, one misconfigured job must not
+  stop the others' telemetry. Guessing stays hopeless: a token holds 256
+  random bits, and past the limit every unknown one is refused. A valid token
+  of the wrong kind for its endpoint is a mistake, not a guess, and is not
+  counted.
 
 Counts live in Django's cache (Redis with REDIS_URL, so every web process
 shares them; per process embedded). A cache that is down lets requests
@@ -127,6 +134,8 @@ class LoginThrottle(Throttle):
 
 
 class TokenThrottle(Throttle):
+    """Counts for tokens the console does not know (unknown or revoked): valid tokens are never counted or checked."""
+
     def limits(self, request, raw_token: str) -> list[Limit]:
         return [
             Limit(_key(self.scope, "token", raw_token), settings.TOKEN_FAILURES_PER_TOKEN),
