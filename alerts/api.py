@@ -17,16 +17,16 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from alerts import backtest, faults, incidents, rebaseline, triage
+from alerts import backtest_jobs, faults, incidents, rebaseline, triage
 from alerts.models import (
     Alert, AlertState, ChangeKind, IncidentState, MUTE_DURATION_CEILING, Mute, MuteEndReason, MuteScope, PermittedResponse, Rule, Verdict,
 )
 from alerts.rules import delete_rule, EDIT_DENIED
-from alerts.serializers import BacktestRequestSerializer, BacktestResultSerializer, RuleSerializer
+from alerts.serializers import BacktestJobSerializer, BacktestRequestSerializer, RuleSerializer
 from alerts.wire import alert_as_dict, change_as_dict
 from ingest.contract import RUN_ID_RE
 from ingest.serializers import pattern_field, read_query, RunQuerySerializer
-from opsconsole.permissions import can_edit_rules, can_triage, visible_projects, visible_runs
+from opsconsole.permissions import can_edit_rules, can_triage, rule_admin_projects, visible_projects, visible_runs
 from opsconsole.request_guard import BoundedJSONParser
 from opsconsole.schema import errors
 
@@ -35,6 +35,14 @@ class RuleInUse(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "this rule has alerts; disable it instead (PATCH enabled=false) to keep their history"
     default_code = "rule_in_use"
+
+
+BACKTEST_DENIED = "starting a backtest needs the rule admin role in the rule's project; members may read backtests"
+
+
+class TooManyBacktests(exceptions.APIException):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "too_many_backtests"
 
 
 class EditsNeedRuleAdmin(permissions.BasePermission):
@@ -65,24 +73,38 @@ class RuleViewSet(viewsets.ModelViewSet):
 
     @extend_schema(
         operation_id="rules_backtest", request=BacktestRequestSerializer,
-        responses={200: BacktestResultSerializer, **errors(400, 404)},
+        responses={202: BacktestJobSerializer, **errors(
+            400, 403, 404, 429, s403="The caller is not a rule admin of the rule's project (viewers, on-call, project tokens).",
+            s429="The project has BACKTEST_MAX_PER_PROJECT backtests queued or running already.")},
     )
     # JSON only: the rule's scope and the tags are nested objects, which have no form encoding.
     @action(detail=False, methods=["post"], url_path="backtest", parser_classes=[BoundedJSONParser])
     def backtest(self, request):
-        """What a rule would have fired on stored runs, replayed by the live engine's code, saving nothing.
+        """Start a backtest: what a rule would have fired on stored runs, replayed by the live engine's code, saving nothing.
 
         The rule: `"rule": <id>` for a saved one, or a draft given by the fields `POST /api/v1/rules/` takes
         (validated the same way: governance and params errors are a 400 naming the field; its name may be
         taken). The runs: `runs` (ids), or the rule's project's runs filtered by `tags` and `since`/`until`;
-        at most 200 (more is a 400 on `runs`). Any member of the rule's project may backtest (it changes
-        nothing); a saved rule in a project the caller cannot see is a 404, a draft's unknown project a 400.
-        The answer's `limits` say what a replay cannot reproduce (wall-clock absence, mutes, …).
+        at most 200 (more is a 400 on `runs`). Only the rule admins of the rule's project start one (others,
+        and project tokens, get 403); a saved rule in a project the caller cannot see is a 404, a draft's
+        unknown project a 400. A project has at most BACKTEST_MAX_PER_PROJECT backtests queued or running:
+        one more is a 429. The answer is 202 with the job (`Location`: its URL); GET it until its `state` is
+        `done`, `cut` (its budget of time or points ran out: `result.cut` says how far it got) or `failed`.
         """
+        if not rule_admin_projects(request.user).exists():  # viewers and job tokens: refused before the body is read
+            raise exceptions.PermissionDenied(BACKTEST_DENIED)
         asked = BacktestRequestSerializer(data=request.data, context=self.get_serializer_context())
         asked.is_valid(raise_exception=True)
         rule, runs = asked.rule_and_runs()
-        return Response(backtest.backtest(rule, runs))
+        if not can_edit_rules(request.user, rule.project):
+            raise exceptions.PermissionDenied(BACKTEST_DENIED)
+        selection = {k: request.data[k] for k in ("runs", "tags", "since", "until") if k in request.data}
+        try:
+            job = backtest_jobs.start(request.user, rule, runs, selection)
+        except backtest_jobs.TooManyBacktests as exc:
+            raise TooManyBacktests(str(exc)) from None
+        body = backtest_jobs.as_dict(job)
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
     def perform_destroy(self, instance):
         try:
@@ -90,6 +112,18 @@ class RuleViewSet(viewsets.ModelViewSet):
         except ProtectedError:
             # Its alerts are history (verdicts, mutes, audit): a rule that fired is disabled, not deleted.
             raise RuleInUse() from None
+
+
+class BacktestJobView(APIView):
+    @extend_schema(operation_id="backtests_retrieve", responses={200: BacktestJobSerializer, **errors(404)})
+    def get(self, request, pk):
+        """One backtest: who started it, what it judges, its state, and when done (or cut) its result.
+
+        Members of the project and its project token read it; anyone else gets 404."""
+        job = backtest_jobs.visible(request.user, pk)
+        if job is None:
+            raise exceptions.NotFound("no such backtest")
+        return Response(backtest_jobs.as_dict(job))
 
 
 class _RuleRefSerializer(serializers.Serializer):

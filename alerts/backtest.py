@@ -7,8 +7,12 @@ RuleProgress and Alert rows. What comes out is the alerts the rule would have
 fired (raw: mutes are the inbox's business, not the rule's), the pages they
 would have cost, and a false-alarm rate predicted from the verdicts people gave
 stored alerts that cover the same run, component and steps.
+
+A replay may be given a Budget (seconds and points): it stops before the batch
+that would exceed either, and the result's `cut` says where it stopped.
 """
 import math
+import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
@@ -75,13 +79,24 @@ class _ReplayEvaluator(evaluation._Evaluator):
         self.faults, self.judged, self.extended, self.touched = {}, set(), set(), set()
         self.reference_cache, self.band_samples = {}, {}
 
-    def preload_blocks(self, rules):
+    def preload_blocks(self, rules, budget=None):
         """The run's blocks of the series the rules select, per batch, read once (the live engine reads each batch's
-        blocks of every series as it comes); batch_blocks hands each batch its own, in the live engine's order."""
+        blocks of every series as it comes); batch_blocks hands each batch its own, in the live engine's order.
+
+        With a budget, reading stops at the first batch past what is left of it (a 10 M-point run is not read
+        into memory to judge 2 M points); the replay then stops at that batch and says so."""
         chosen = [s for s in Series.objects.filter(run=self.run) if any(self.selects(r, s) for r in rules)]
-        self.blocks_by_receipt = defaultdict(list)
+        self.blocks_by_receipt, self.unread = defaultdict(list), None
         blocks = Block.objects.filter(series__in=chosen).select_related("series").order_by("receipt_id", "attempt", "id")
+        read, receipt_id = 0, None
         for block in blocks.iterator(chunk_size=500):
+            if budget is not None and block.receipt_id != receipt_id and receipt_id is not None:
+                # Checked between batches: the batch that crosses the budget is read whole, to be refused whole.
+                if budget.spent(read):
+                    self.unread = block.receipt_id  # the replay stops here: this batch was not read
+                    break
+            receipt_id = block.receipt_id
+            read += block.count
             self.blocks_by_receipt[block.receipt_id].append(block)
 
     def batch_blocks(self):
@@ -121,20 +136,117 @@ class RunFault:
     error: str
 
 
-def replay_run(rule, run):
-    """The alerts `rule` would fire on `run`, and the fault that stopped the replay (None if none)."""
+# The budget's clock (tests replace it to make a replay take "longer" without waiting).
+clock = time.monotonic
+
+
+@dataclass
+class Judged:
+    """How far a budgeted replay got on one run: the steps of the batches it judged."""
+
+    run: str
+    first_step: int | None = None
+    last_step: int | None = None
+    complete: bool = False
+
+    def add(self, first, last):
+        if first is not None:
+            self.first_step = first if self.first_step is None else min(self.first_step, first)
+        if last is not None:
+            self.last_step = last if self.last_step is None else max(self.last_step, last)
+
+    def words(self):
+        if self.first_step is None:
+            return f"run {self.run}: no steps judged"
+        steps = f"run {self.run}: steps {self.first_step}–{self.last_step} judged"
+        return steps if self.complete else f"{steps}, the rest not"
+
+
+class Budget:
+    """What one backtest may spend: seconds of replay and points judged (None: no limit)."""
+
+    def __init__(self, *, max_seconds=None, max_points=None):
+        self.max_seconds, self.max_points = max_seconds, max_points
+        self.began = clock()
+        self.points = 0
+        self.cut_by = None  # "seconds" or "points", once a batch was refused
+        self.runs: list[Judged] = []
+
+    def elapsed(self) -> float:
+        return clock() - self.began
+
+    def spent(self, more_points=0) -> bool:
+        """Whether nothing more than `more_points` is left: time is up, or those points use up the rest."""
+        if self.max_seconds is not None and self.elapsed() >= self.max_seconds:
+            return True
+        return self.max_points is not None and self.points + more_points >= self.max_points
+
+    def take(self, points) -> bool:
+        """Judge a batch of `points`? False (and the reason kept) when time is up or it would exceed the points."""
+        if self.max_seconds is not None and self.elapsed() >= self.max_seconds:
+            self.cut_by = "seconds"
+        elif self.max_points is not None and self.points + points > self.max_points:
+            self.cut_by = "points"
+        else:
+            self.points += points
+            return True
+        return False
+
+    def cut(self, run_ids):
+        """What the result says about the budget: None when every batch of every run was judged."""
+        if self.cut_by is None:
+            return None
+        judged = {j.run: j for j in self.runs}
+        parts = [judged[r].words() if r in judged else f"run {r}: not judged" for r in run_ids]
+        seconds = round(self.elapsed(), 1)
+        limit = (f"{self.max_seconds} s" if self.cut_by == "seconds" else f"{self.max_points:,} points")
+        return {
+            "by": self.cut_by,
+            "points": self.points,
+            "seconds": seconds,
+            "max_points": self.max_points,
+            "max_seconds": self.max_seconds,
+            "judged": [asdict(judged[r]) for r in run_ids if r in judged],
+            "message": f"stopped after {self.points:,} points / {seconds} s (the limit is {limit}); " + "; ".join(parts),
+        }
+
+
+def _batch_extent(evaluator, receipt, point_rule):
+    """(points, first step, last step) of what the batch gives the rule to judge."""
+    if point_rule:
+        blocks = evaluator.blocks_by_receipt.get(receipt.pk, [])
+        if not blocks:
+            return math.inf, None, None  # a batch the budget left unread
+        return (sum(b.count for b in blocks), min(b.first_step for b in blocks), max(b.last_step for b in blocks))
+    return receipt.points + receipt.events, receipt.min_step, receipt.max_step
+
+
+def replay_run(rule, run, budget=None):
+    """The alerts `rule` would fire on `run`, and the fault that stopped the replay (None if none).
+
+    With a budget, the replay stops before the first batch the budget refuses (`budget.cut_by` says why)."""
     if not evaluation._run_selected(rule, run):
         return [], None
     evaluator = _ReplayEvaluator(run, [rule])
     receipts = BatchReceipt.objects.filter(run=run).order_by("id")
-    if rule.kind in evaluation.POINT_KINDS:
+    point_rule = rule.kind in evaluation.POINT_KINDS
+    if point_rule:
         try:
-            evaluator.preload_blocks([rule])
+            evaluator.preload_blocks([rule], budget)
         except evaluation.RuleFailed as exc:
             return [], RunFault(run.run_id, None, f"{type(exc.__cause__).__name__}: {exc.__cause__}")
         # A batch without a block the rule selects changes nothing for a point rule: not replayed.
-        receipts = receipts.filter(pk__in=list(evaluator.blocks_by_receipt))
+        replayed = list(evaluator.blocks_by_receipt) + ([evaluator.unread] if evaluator.unread else [])
+        receipts = receipts.filter(pk__in=replayed)
+    judged = Judged(run.run_id)
+    if budget is not None:
+        budget.runs.append(judged)
     for receipt in receipts.iterator():
+        if budget is not None:
+            points, first, last = _batch_extent(evaluator, receipt, point_rule)
+            if not budget.take(points):
+                return evaluator.would_be, None
+            judged.add(first, last)
         evaluator.start(receipt)
         try:
             evaluation._judge(receipt, run, [rule], {}, evaluator)
@@ -142,6 +254,7 @@ def replay_run(rule, run):
             # Live, the rule would be skipped for this batch with everything it did rolled back; a replay
             # cannot roll its memory back, so it stops here and says so.
             return evaluator.would_be, RunFault(run.run_id, receipt.pk, f"{type(exc.__cause__).__name__}: {exc.__cause__}")
+    judged.complete = True
     return evaluator.would_be, None
 
 
@@ -186,15 +299,19 @@ def predicted_false_alarms(would_be, runs_by_id):
     }
 
 
-def backtest(rule, runs):
-    """Replay `rule` (saved or not; never saved here) over `runs`; the result as the API and command show it."""
+def backtest(rule, runs, budget=None):
+    """Replay `rule` (saved or not; never saved here) over `runs`; the result as the API and command show it.
+
+    With a budget the replay stops where the budget runs out; `cut` then says how far it got (else null)."""
     runs = list(runs)
     alerts, faults = [], []
     for run in runs:
-        would_be, fault = replay_run(rule, run)
+        would_be, fault = replay_run(rule, run, budget)
         alerts.extend(would_be)
         if fault:
             faults.append(asdict(fault))
+        if budget is not None and budget.cut_by:
+            break
     pages = len(alerts) if rule.permitted_response in PAGING_RESPONSES else 0
     limits = list(LIMITS)
     if rule.kind == RuleKind.ABSENCE:
@@ -209,6 +326,8 @@ def backtest(rule, runs):
         "would_fire": [a.as_dict() for a in alerts],
         "faults": faults,
         "limits": limits,
+        "points": budget.points if budget is not None else None,
+        "cut": budget.cut([r.run_id for r in runs]) if budget is not None else None,
     }
 
 

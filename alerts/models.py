@@ -493,3 +493,41 @@ class IncidentChange(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+
+class BacktestState(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    CUT = "cut"  # done within its budget of time or points: the result says what was judged
+    FAILED = "failed"
+
+
+ACTIVE_BACKTEST_STATES = (BacktestState.QUEUED, BacktestState.RUNNING)
+
+
+class BacktestJob(models.Model):
+    """One backtest a rule admin started: what was asked, who asked, and what came of it (alerts/backtest_jobs.py).
+
+    It runs as a task (alerts/tasks.py `run_backtest`); the task takes it from QUEUED to RUNNING with a
+    conditional update, so a task delivered twice replays once.
+    """
+
+    project = models.ForeignKey("ingest.Project", on_delete=models.CASCADE, related_name="backtests")
+    # A saved rule's backtest judges the rule as stored when it runs; a draft's fields are kept in `draft`.
+    rule = models.ForeignKey(Rule, null=True, blank=True, on_delete=models.SET_NULL, related_name="backtests")
+    draft = models.JSONField(null=True, blank=True)
+    asked = models.JSONField(default=dict, help_text="the runs as asked: ids, tags, since, until")
+    run_ids = models.JSONField(default=list, help_text="the runs chosen when it was started, in replay order")
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    state = models.CharField(max_length=16, choices=BacktestState.choices, default=BacktestState.QUEUED)
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        # "How many of this project's backtests are queued or running": asked on every start.
+        indexes = [models.Index(fields=["project", "state"], name="backtest_project_state")]

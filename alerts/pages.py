@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from alerts import backtest, describe, faults, incidents, rebaseline, review, triage
+from alerts import backtest, backtest_jobs, describe, faults, incidents, rebaseline, review, triage
 from alerts.fatigue import rules_to_fix_first
 from alerts.forms import RuleForm
 from alerts.models import Alert, AlertState, Incident, Mute, MuteEndReason, MuteScope, Rule, RuleRevision, Verdict
@@ -154,10 +154,11 @@ def rule_edit(request, pk):
 @login_required
 @require_POST
 def rule_backtest(request):
-    """The rule form's Backtest button: the form's rule replayed over stored runs and shown under it, unsaved.
+    """The rule form's Backtest button: starts a backtest of the form's rule over stored runs, shown under the form.
 
-    The form page is for rule admins, so this is too (any member may backtest through the API); editing a
-    rule backtests the form's values, not the stored rule.
+    The form page is for rule admins, and so is starting a backtest; editing a rule backtests the form's values,
+    not the stored rule. The job runs as a task: its result is under the form when it is done before the page is
+    drawn (the embedded console runs it there and then), else static/js/backtest.js polls its page until it is.
     """
     projects = rule_admin_projects(request.user).order_by("slug")
     if not projects.exists():
@@ -165,20 +166,33 @@ def rule_backtest(request):
     editing = _editable_rule(request, int(request.POST["editing"])) if request.POST.get("editing", "").isdigit() and len(request.POST["editing"]) < 19 else None
     form = RuleForm(request.POST, projects=projects, instance=editing)
     run_ids = request.POST.get("backtest_runs", "").replace(",", " ").split()
-    result = selection_error = None
+    job = selection_error = None
+    status = 200
     if form.is_valid():
         rule = form.apply(Rule())
         try:
             rule.full_clean(validate_unique=False, validate_constraints=False)
-            result = backtest.backtest(rule, backtest.chosen_runs(rule.project, run_ids=run_ids))
+            runs = backtest.chosen_runs(rule.project, run_ids=run_ids)
+            job = backtest_jobs.start(request.user, rule, runs, {"runs": run_ids} if run_ids else {})
         except ValidationError as exc:
             form.add_model_errors(exc)
         except backtest.BadSelection as exc:
             selection_error = str(exc)
+        except backtest_jobs.TooManyBacktests as exc:
+            selection_error, status = str(exc), 429
     return render(request, "alerts/rule_form.html", {
-        "form": form, "rule": editing, "backtest": result, "backtest_runs": " ".join(run_ids),
+        "form": form, "rule": editing, "job": job, "backtest_runs": " ".join(run_ids),
         "backtest_error": selection_error, "backtesting": True,
-    })
+    }, status=status)
+
+
+@login_required
+def backtest_page(request, pk):
+    """One backtest, for the project's members: its state, and its result when done (what the rule form polls)."""
+    job = backtest_jobs.visible(request.user, pk)
+    if job is None:
+        raise Http404("no such backtest")
+    return render(request, "alerts/backtest.html", {"job": job})
 
 
 @login_required

@@ -5,7 +5,7 @@ from rest_framework import exceptions, serializers
 from alerts import faults
 from alerts.backtest import MAX_RUNS, BadSelection, chosen_runs
 from alerts.governance import judging_errors
-from alerts.models import Rule
+from alerts.models import BacktestState, Rule
 from alerts.rules import EDIT_DENIED, name_conflict, save_rule
 from ingest.models import Project
 from opsconsole.rest import JsonTypesMixin
@@ -90,8 +90,8 @@ class _DraftProjectField(VisibleProjectField):
 class DraftRuleSerializer(RuleSerializer):
     """A rule as the rules API takes it, checked the same way but never saved: what a backtest judges with.
 
-    Any member of the project may backtest (it changes nothing), so the rule admin check is not made; a name
-    another rule has is no conflict (a rule being edited backtests under its own name).
+    The rule admin check is the backtest view's (it starts a job in the rule's project); a name another rule
+    has is no conflict (a rule being edited backtests under its own name).
     """
 
     project = _DraftProjectField(slug_field="slug", queryset=Project.objects.all())
@@ -207,3 +207,35 @@ class BacktestResultSerializer(serializers.Serializer):
     would_fire = WouldFireSerializer(many=True)
     faults = BacktestFaultSerializer(many=True, help_text="a run whose replay the rule stopped by raising")
     limits = serializers.ListField(child=serializers.CharField(), help_text="what a backtest cannot reproduce")
+
+
+class BacktestCutSerializer(serializers.Serializer):
+    by = serializers.ChoiceField(["seconds", "points"], help_text="which budget ran out")
+    points = serializers.IntegerField(help_text="points judged")
+    seconds = serializers.FloatField(help_text="seconds the replay took")
+    max_points = serializers.IntegerField()
+    max_seconds = serializers.IntegerField()
+    judged = serializers.ListField(child=serializers.DictField(), help_text="per run: run, first_step, last_step, complete")
+    message = serializers.CharField(help_text='"stopped after N points / T s …; run R: steps X–Y judged …"')
+
+
+class BacktestJobResultSerializer(BacktestResultSerializer):
+    points = serializers.IntegerField(help_text="points judged")
+    cut = BacktestCutSerializer(allow_null=True, help_text="null when every batch of every run was judged")
+
+
+class BacktestJobSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    url = serializers.CharField()
+    project = serializers.CharField()
+    rule = serializers.IntegerField(allow_null=True, help_text="the saved rule's id; null for a draft")
+    draft = serializers.DictField(allow_null=True, help_text="the draft rule's fields; null for a saved rule")
+    asked = serializers.DictField(help_text="the runs as asked: runs, tags, since, until")
+    runs = serializers.ListField(child=serializers.CharField(), help_text="the run ids chosen at the start")
+    started_by = serializers.CharField(allow_null=True)
+    state = serializers.ChoiceField(BacktestState.values)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    error = serializers.CharField(allow_blank=True, help_text="why it failed")
+    result = BacktestJobResultSerializer(allow_null=True, help_text="when done or cut")

@@ -155,3 +155,24 @@ def queue_evaluation(receipt_id: int, *, force: bool = False) -> bool:
 def queue_stored_batch(sender, receipt_id, **kwargs):
     """ingest.signals.batch_stored: evaluate what was stored (connected in AlertsConfig.ready)."""
     queue_evaluation(receipt_id)
+
+
+@shared_task(acks_late=True)
+def run_backtest(job_id):
+    """Replay a backtest job within its budget (alerts/backtest_jobs.py); False when it was taken already."""
+    from alerts import backtest_jobs
+
+    return backtest_jobs.run(job_id)
+
+
+def queue_backtest(job_id: int) -> bool:
+    """Hand the job to a worker; False when the broker cannot be reached (the caller fails the job: nothing retries it)."""
+    from kombu.exceptions import OperationalError
+
+    def send():
+        run_backtest.apply_async((job_id,), retry=False)
+        return True
+
+    if run_backtest.app.conf.task_always_eager:
+        return send()  # no broker: replayed here and now
+    return BROKER.call(send, errors=(OperationalError, OSError, ConnectionError), fallback=False)

@@ -266,6 +266,12 @@ NOTIFY_RETRY_SECONDS = env_int("NOTIFY_RETRY_SECONDS", 30, minimum=1)
 NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 5, minimum=1)
 NOTIFY_ALERTMANAGER_REFRESH_SECONDS = env_int("NOTIFY_ALERTMANAGER_REFRESH_SECONDS", 120, minimum=10)
 
+# Backtests (alerts/backtest_jobs.py) run as tasks: each stops after this many seconds of replay or points
+# judged (the result says how far it got), and a project has at most this many queued or running at once.
+BACKTEST_MAX_SECONDS = env_int("BACKTEST_MAX_SECONDS", 20, minimum=1)
+BACKTEST_MAX_POINTS = env_int("BACKTEST_MAX_POINTS", 2_000_000, minimum=1)
+BACKTEST_MAX_PER_PROJECT = env_int("BACKTEST_MAX_PER_PROJECT", 2, minimum=1)
+
 # A run with no new data for this long is shown as stalled.
 RUN_STALLED_SECONDS = env_int("RUN_STALLED_SECONDS", 600, minimum=1)
 

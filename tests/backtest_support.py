@@ -42,8 +42,33 @@ def draft(**changes):
     return {**rule, **changes}
 
 
+def form(**changes):
+    """The rule form's fields for the same draft, as the Backtest button posts them."""
+    fields = {"name": "loss-band", "project": "pretrain", "kind": "band", "description": "", "enabled": "on",
+              "owner": OWNER, "scope": '{"metrics": ["loss"]}', "persistence": '{"points": 3, "resolve_points": 10}',
+              "diagnostic_url": "https://runbooks.example/loss", "permitted_response": "notify",
+              "params": '{"direction": "above", "width": 6.0}', "backtest_runs": ""}
+    return {**fields, **changes}
+
+
 def post(user, body):
+    """Start a backtest (202 with the job, or the error)."""
     return client_for(user).post(URL, body, content_type="application/json")
+
+
+def job_of(user, response):
+    """The started job as `user` reads it back from the 202's Location."""
+    assert response.status_code == 202, response.content
+    read = client_for(user).get(response["Location"])
+    assert read.status_code == 200, read.content
+    return read.json()
+
+
+def backtested(user, body):
+    """Start a backtest and read its result: the tests run tasks eagerly, so it is done when the 202 comes."""
+    job = job_of(user, post(user, body))
+    assert job["state"] == "done", job
+    return job["result"]
 
 
 @pytest.fixture

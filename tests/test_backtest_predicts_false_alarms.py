@@ -4,7 +4,7 @@ import pytest
 from alerts.backtest import backtest, wilson
 from ingest.models import Run
 from tests.factories import make_alert, make_rule
-from tests.backtest_support import draft, post
+from tests.backtest_support import backtested, draft
 from tests.backtest_support import loss_curve, send_in_batches
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +23,7 @@ def test_verdicts_on_overlapping_alerts_of_any_rule_give_the_rate_with_its_count
     make_alert(other, run=spiky_b, component="layers.3", metric="loss", first_step=200, verdict="actionable", state="resolved")
     make_alert(other, run=calm, component="", metric="loss", first_step=300, verdict="actionable", state="resolved")
 
-    prediction = post(owner, draft()).json()["false_alarms"]
+    prediction = backtested(owner, draft())["false_alarms"]
 
     assert (prediction["verdicts"], prediction["false_alarm"], prediction["actionable"]) == (3, 2, 1)
     assert prediction["rate"] == pytest.approx(2 / 3)
@@ -35,7 +35,7 @@ def test_verdicts_on_overlapping_alerts_of_any_rule_give_the_rate_with_its_count
 def test_without_overlapping_verdicts_there_is_no_prediction(owner, project, runs):
     other = make_rule(project, name="loss-high", kind="threshold", scope={"metrics": ["loss"]})
     make_alert(other, run=Run.objects.get(run_id="spiky-a"), component="", metric="loss", first_step=10, verdict="false_alarm", state="resolved")
-    prediction = post(owner, draft()).json()["false_alarms"]
+    prediction = backtested(owner, draft())["false_alarms"]
     assert (prediction["verdicts"], prediction["rate"], prediction["interval"], prediction["prediction"]) == (0, None, None, "no prediction")
 
 

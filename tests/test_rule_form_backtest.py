@@ -1,18 +1,12 @@
 """The rule form's Backtest button: the form's rule over stored runs, shown under the form, nothing saved."""
 import pytest
 
-from alerts.models import Alert, Rule, RuleRevision
-from tests.factories import OWNER, client_for, make_rule
+from alerts.models import Alert, BacktestJob, Rule, RuleRevision
+from alerts.tasks import run_backtest
+from tests.backtest_support import form
+from tests.factories import client_for, make_rule
 
 pytestmark = pytest.mark.django_db
-
-
-def form(**changes):
-    fields = {"name": "loss-band", "project": "pretrain", "kind": "band", "description": "", "enabled": "on",
-              "owner": OWNER, "scope": '{"metrics": ["loss"]}', "persistence": '{"points": 3, "resolve_points": 10}',
-              "diagnostic_url": "https://runbooks.example/loss", "permitted_response": "notify",
-              "params": '{"direction": "above", "width": 6.0}', "backtest_runs": ""}
-    return {**fields, **changes}
 
 
 def rows(html):
@@ -51,3 +45,14 @@ def test_bad_fields_and_unknown_runs_are_shown_and_nothing_is_replayed(owner, ru
 
 def test_a_viewer_has_no_rule_form_to_backtest_from(teammate, runs):
     assert client_for(teammate).post("/rules/backtest/", form()).status_code == 403
+
+
+def test_a_backtest_not_done_yet_shows_its_state_and_the_page_that_will_show_its_result(owner, runs, monkeypatch):
+    monkeypatch.setattr("alerts.tasks.queue_backtest", lambda job_id: True)  # the workers have not taken it yet
+    html = client_for(owner).post("/rules/backtest/", form()).content.decode()
+    job = BacktestJob.objects.get()
+    assert "Backtest queued, waiting for a worker" in html and "backtest-summary" not in html
+    assert f'data-poll="/rules/backtests/{job.pk}/"' in html and "js/backtest.js" in html
+    run_backtest.delay(job.pk)
+    page = client_for(owner).get(f"/rules/backtests/{job.pk}/").content.decode()
+    assert "data-poll" not in page and "<strong>2</strong> alerts on" in page
