@@ -9,6 +9,7 @@ What each kind needs (checked by `channel_errors`, each problem on the field it 
 - mlflow: `url`, the tracking server; `secret`, a bearer token if it needs one; `config.run_id_tag`, the run tag
   holding the MLflow run id (default `mlflow_run_id`), `config.runs`, run id -> MLflow run id, for runs without it.
 """
+import json
 import re
 from urllib.parse import urlparse
 
@@ -31,6 +32,14 @@ CONFIG_KEYS = {
     ChannelKind.MLFLOW: {"run_id_tag", "runs"},
 }
 MAX_RECIPIENTS = 50
+# A channel's config is read on every delivery and shown on its page: bounded well below the 4 MiB body a request
+# may carry (7,000 labels a channel were once taken). 1,000 mapped runs of ordinary ids fit in MAX_CONFIG_BYTES.
+MAX_LABELS = 50
+MAX_LABEL_NAME = 100
+MAX_RUNS = 1000
+MAX_RUN_ID = 128  # ingest.models.Run.run_id
+MAX_RUN_ID_TAG = 128  # a run's tag names (ingest.contract.MAX_TAG_KEY)
+MAX_CONFIG_BYTES = 128 * 1024
 
 
 def _url_error(url) -> str | None:
@@ -65,6 +74,8 @@ def channel_errors(kind, url, config) -> dict:
     if not isinstance(config, dict):
         errors["config"] = "must be an object"
         return errors
+    if bounds := _config_bound_errors(config):
+        return {**errors, **bounds}  # over a bound: its entries are not worth checking one by one
     for key in sorted(set(config) - CONFIG_KEYS[kind]):
         errors[f"config.{key}"] = f"not a setting of a {kind} channel" + (
             f" (it takes {', '.join(sorted(CONFIG_KEYS[kind]))})" if CONFIG_KEYS[kind] else "")
@@ -88,6 +99,35 @@ def channel_errors(kind, url, config) -> dict:
     return errors
 
 
+def _config_bound_errors(config: dict) -> dict:
+    """How a config exceeds its bounds: {`config.<key>`: message}, the key at fault named."""
+    errors = {}
+    labels, runs, tag = config.get("labels"), config.get("runs"), config.get("run_id_tag")
+    if isinstance(labels, dict):
+        if len(labels) > MAX_LABELS:
+            errors["config.labels"] = f"at most {MAX_LABELS} labels, got {len(labels)}"
+        elif any(len(name) > MAX_LABEL_NAME for name in labels):
+            errors["config.labels"] = f"a label name is at most {MAX_LABEL_NAME} characters"
+    if isinstance(runs, dict):
+        if len(runs) > MAX_RUNS:
+            errors["config.runs"] = f"at most {MAX_RUNS} mapped runs, got {len(runs)}"
+        elif any(len(run_id) > MAX_RUN_ID for run_id in runs):
+            errors["config.runs"] = f"a run id is at most {MAX_RUN_ID} characters"
+    if isinstance(tag, str) and len(tag) > MAX_RUN_ID_TAG:
+        errors["config.run_id_tag"] = f"at most {MAX_RUN_ID_TAG} characters, got {len(tag)}"
+    if not errors and config:
+        sizes = {key: _json_size(key) + _json_size(value) for key, value in config.items()}
+        if sum(sizes.values()) > MAX_CONFIG_BYTES:
+            largest = max(sizes, key=sizes.get)
+            errors[f"config.{largest[:100]}"] = (f"the settings take {sum(sizes.values()):,} bytes as JSON, "
+                                                 f"{sizes[largest]:,} of them this one; at most {MAX_CONFIG_BYTES:,} in all")
+    return errors
+
+
+def _json_size(value) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+
+
 def check(channel: Channel):
     errors = channel_errors(channel.kind, channel.url, channel.config)
     if errors:
@@ -107,11 +147,19 @@ def save_channel(channel: Channel, *, user=None, source: str, changed=None) -> C
     return channel
 
 
-def delete_channel(channel: Channel, *, user=None, source: str):
+def delete_channel(channel: Channel, *, user=None, source: str) -> bool:
+    """Delete the channel and its logs, recording who did; False when it was already gone (nothing recorded).
+
+    The row lock comes first: a test message logging its try holds it (notifications.status.send_test), so the
+    delete waits for that row and takes it with the rest, rather than missing it and failing on the foreign key.
+    """
     with transaction.atomic():
+        if not Channel.objects.select_for_update().filter(pk=channel.pk).exists():
+            return False
         ChannelChange.objects.create(channel=None, project_id=channel.project_id, channel_name=channel.name,
                                      action=ChannelAction.DELETED, fields=[], by=_by(user), source=source)
         channel.delete()
+    return True
 
 
 def _by(user):

@@ -1,6 +1,7 @@
 """The notifications app's pages: each project's channels with their last delivery, a channel's delivery log,
 and the form to add or edit one (rule admins; others 403, non-members 404). Failures stand out: a banner on the
-list and the channel's page, failed tries highlighted in the log."""
+list and the channel's page, failed tries highlighted in the log. A channel's URL is a credential: rule admins
+see it whole, other members its host alone (`can_see_channel_url`), in the delivery log's details too."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -11,14 +12,15 @@ from django.views.decorators.http import require_POST
 from notifications.channels import EDIT_DENIED, delete_channel, save_channel
 from notifications.forms import ChannelForm
 from notifications.models import Channel, Delivery
-from notifications.status import send_test, with_status
-from opsconsole.permissions import can_edit_rules, rule_admin_projects, visible_projects
+from notifications.redact import redact_detail, url_host
+from notifications.status import ChannelGone, send_test, with_status
+from opsconsole.permissions import can_edit_rules, can_see_channel_url, channel_projects, rule_admin_projects
 
 LOG_ROWS = 100
 
 
 def _visible_channel(request, pk):
-    return get_object_or_404(Channel.objects.filter(project__in=visible_projects(request.user)).select_related("project"), pk=pk)
+    return get_object_or_404(Channel.objects.filter(project__in=channel_projects(request.user)).select_related("project"), pk=pk)
 
 
 def _editable_channel(request, pk):
@@ -30,7 +32,7 @@ def _editable_channel(request, pk):
 
 @login_required
 def channel_list(request):
-    projects = list(visible_projects(request.user).order_by("slug"))
+    projects = list(channel_projects(request.user).order_by("slug"))
     selected = request.GET.get("project") or ""
     channels = Channel.objects.filter(project__in=projects).select_related("project").order_by("project__slug", "name")
     if selected:
@@ -46,10 +48,15 @@ def channel_list(request):
 @login_required
 def channel_detail(request, pk):
     channel = with_status([_visible_channel(request, pk)])[0]
-    log = Delivery.objects.filter(channel=channel).select_related("notification")[:LOG_ROWS]
+    log = list(Delivery.objects.filter(channel=channel).select_related("notification")[:LOG_ROWS])
+    full_url = can_see_channel_url(request.user, channel.project)
+    if not full_url:
+        for delivery in log:
+            delivery.detail = redact_detail(delivery.detail, channel.url)
     changes = channel.changes.select_related("by").order_by("-id")[:20]
     return render(request, "notifications/channel.html", {
-        "channel": channel, "log": log, "changes": changes, "can_edit": can_edit_rules(request.user, channel.project)})
+        "channel": channel, "log": log, "changes": changes, "can_edit": can_edit_rules(request.user, channel.project),
+        "shown_url": channel.url if full_url else url_host(channel.url), "full_url": full_url})
 
 
 def _form_page(request, form, channel):
@@ -92,8 +99,8 @@ def channel_edit(request, pk):
 @require_POST
 def channel_delete(request, pk):
     channel = _editable_channel(request, pk)
-    delete_channel(channel, user=request.user, source="console")
-    messages.success(request, f"Channel {channel.name} deleted.")
+    if delete_channel(channel, user=request.user, source="console"):
+        messages.success(request, f"Channel {channel.name} deleted.")
     return redirect("console:channels")
 
 
@@ -101,7 +108,10 @@ def channel_delete(request, pk):
 @require_POST
 def channel_test(request, pk):
     channel = _editable_channel(request, pk)
-    delivery = send_test(channel, request.user)
+    try:
+        delivery = send_test(channel, request.user)
+    except ChannelGone:
+        return render(request, "notifications/channel_gone.html", {"channel": channel}, status=409)
     if delivery.status == "ok":
         messages.success(request, f"Test message delivered to {channel.name}.")
     else:

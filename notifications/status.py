@@ -2,6 +2,7 @@
 import time
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Count, OuterRef, Q, Subquery
 from django.urls import reverse
 from django.utils import timezone
@@ -55,13 +56,24 @@ def test_message(channel: Channel, now) -> IncidentMessage:
     )
 
 
+class ChannelGone(Exception):
+    """The channel was deleted while its test message was on its way: there is no log left to write the try to."""
+
+
 def send_test(channel: Channel, user=None) -> Delivery:
-    """Send a test message now (not queued: whoever asked waits for the answer) and log the try."""
+    """Send a test message now (not queued: whoever asked waits for the answer) and log the try.
+
+    The send takes up to a timeout, time enough for someone to delete the channel: the try is logged under the
+    channel's row lock (delete_channel takes it too), only if the channel is still there; ChannelGone otherwise.
+    """
     now = timezone.now()
     started = time.monotonic()
     outcome = senders.send(routing.target_of(channel), test_message(channel, now))
-    return Delivery.objects.create(
-        notification=None, channel=channel, attempt=1, at=timezone.now(), test=True,
-        duration_ms=int((time.monotonic() - started) * 1000), status_code=outcome.status_code,
-        status=DeliveryStatus.OK if outcome.ok else DeliveryStatus.FAILED, detail=outcome.detail,
-    )
+    with transaction.atomic():
+        if not Channel.objects.select_for_update().filter(pk=channel.pk).exists():
+            raise ChannelGone(channel.pk)
+        return Delivery.objects.create(
+            notification=None, channel=channel, attempt=1, at=timezone.now(), test=True,
+            duration_ms=int((time.monotonic() - started) * 1000), status_code=outcome.status_code,
+            status=DeliveryStatus.OK if outcome.ok else DeliveryStatus.FAILED, detail=outcome.detail,
+        )

@@ -43,3 +43,27 @@ def rule_admin_projects(user):
     if user.is_superuser:
         return Project.objects.all()
     return Project.objects.filter(memberships__user=user, memberships__role=Role.RULE_ADMIN)
+
+
+def reads_channels(user) -> bool:
+    """Whether the caller may read notification channels at all: people, never a project's ingest token.
+
+    A channel's URL is a credential (a Slack incoming webhook, `http://user:pass@host/`), and the ingest token
+    sits in every job's config: it reads no channel and no delivery log.
+    """
+    return user is not None and user.is_authenticated and not isinstance(user, ProjectTokenUser)
+
+
+def channel_projects(user):
+    """The projects whose channels the user reads: `visible_projects`, none for an ingest token."""
+    return visible_projects(user) if reads_channels(user) else Project.objects.none()
+
+
+def can_see_channel_url(user, project) -> bool:
+    """A channel's full URL is for the project's rule admins (who set it); other members see its host alone."""
+    return can_edit_rules(user, project)
+
+
+def channel_url_projects(user):
+    """The queryset form of `can_see_channel_url`: the projects whose channel URLs the user sees in full."""
+    return rule_admin_projects(user)

@@ -1,4 +1,5 @@
-"""The channels API: members read, rule admins write and test, outsiders see nothing; the secret is never answered."""
+"""The channels API: members read, rule admins write and test, outsiders and ingest tokens see nothing; the secret
+is never answered."""
 import pytest
 
 from notifications.models import Channel, ChannelChange, Delivery
@@ -69,9 +70,11 @@ def test_outsider_sees_nothing(api, outsider, channel):
     assert Channel.objects.count() == 1
 
 
-def test_project_token_reads(api, token, channel):
+def test_project_token_reads_no_channel(api, token, channel):
+    # A channel's URL is a credential and the ingest token sits in every job's config
+    # (tests/test_channel_urls_are_credentials.py covers every endpoint).
     listed = api.get("/api/v1/channels/", HTTP_AUTHORIZATION=f"Bearer {token}")
-    assert listed.status_code == 200 and SECRET not in listed.content.decode()
+    assert listed.status_code == 403 and SECRET not in listed.content.decode() and "existing" not in listed.content.decode()
     assert api.post("/api/v1/channels/", body(), format="json", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 403
 
 
