@@ -5,6 +5,7 @@ eagerly in the web process, the in-memory channel layer. DATABASE_URL and
 REDIS_URL switch to PostgreSQL and Redis, which is how it runs in production.
 """
 import importlib.util
+import ipaddress
 from pathlib import Path
 
 from celery.schedules import crontab
@@ -265,6 +266,23 @@ NOTIFY_MAX_TRIES = env_int("NOTIFY_MAX_TRIES", 5, minimum=1)
 NOTIFY_RETRY_SECONDS = env_int("NOTIFY_RETRY_SECONDS", 30, minimum=1)
 NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 5, minimum=1)
 NOTIFY_ALERTMANAGER_REFRESH_SECONDS = env_int("NOTIFY_ALERTMANAGER_REFRESH_SECONDS", 120, minimum=10)
+
+
+def _networks(name):
+    """Comma-separated CIDRs (an address alone is its /32 or /128); a typo stops the start-up."""
+    networks = []
+    for item in env_list(name):
+        try:
+            networks.append(ipaddress.ip_network(item))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a network ({exc}); expected CIDRs such as "
+                                       "10.20.0.0/16,fd12::/64") from None
+    return tuple(networks)
+
+
+# Networks a channel may send to although they are loopback, private, link-local or unique-local, all refused
+# by default (notifications/destinations.py): e.g. the site's own Alertmanager at 10.20.0.0/16. Empty: none.
+NOTIFY_ALLOWED_NETWORKS = _networks("NOTIFY_ALLOWED_NETWORKS")
 
 # A run with no new data for this long is shown as stalled.
 RUN_STALLED_SECONDS = env_int("RUN_STALLED_SECONDS", 600, minimum=1)
