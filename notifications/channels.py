@@ -3,6 +3,9 @@
 What each kind needs (checked by `channel_errors`, each problem on the field it concerns, `config.<key>` for config):
 
 - webhook, slack: `url`, http(s); a webhook's `secret` signs its body (docs/notifications.md).
+- every URL: no control characters, and a host whose addresses are not loopback, private, link-local,
+  unique-local or otherwise internal unless NOTIFY_ALLOWED_NETWORKS lists them (notifications/destinations.py);
+  every secret: no control characters.
 - alertmanager: `url`, the Alertmanager's base URL (alerts go to `<url>/api/v2/alerts`); `secret`, if set, is
   sent as a bearer token; `config.labels`, extra labels added to every alert (names as Prometheus allows).
 - email: `config.recipients`, a list of addresses (sent through Django's EMAIL_BACKEND); no URL.
@@ -13,10 +16,12 @@ import json
 import re
 from urllib.parse import urlparse
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 
+from notifications import destinations
 from notifications.models import Channel, ChannelAction, ChannelChange, ChannelKind
 
 EDIT_DENIED = "editing notification channels needs the rule admin role in this project"
@@ -42,12 +47,46 @@ MAX_RUN_ID_TAG = 128  # a run's tag names (ingest.contract.MAX_TAG_KEY)
 MAX_CONFIG_BYTES = 128 * 1024
 
 
+def _control_characters(text: str) -> bool:
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
 def _url_error(url) -> str | None:
     if not isinstance(url, str) or not url:
         return "this channel kind needs a URL"
+    if _control_characters(url):  # urlsplit drops CR, LF and tab without a word: checked on the text itself
+        return "must not contain control characters (CR, LF, tab, ...)"
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         return "must be an http(s):// URL with a host"
+    try:
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    except ValueError:
+        return "the port must be a number from 0 to 65535"
+    return _destination_error(parsed.hostname, port)
+
+
+def _destination_error(host: str, port: int) -> str | None:
+    """Why the host may not be sent to, on the addresses it resolves to now; sending checks them again.
+
+    A name that does not resolve (yet) is saved: each try resolves it afresh and refuses what is not allowed.
+    """
+    try:
+        addresses = destinations.resolve(host, port, float(settings.NOTIFY_TIMEOUT_SECONDS))
+    except OSError:  # TimeoutError included
+        return None
+    why = destinations.refusal_of(addresses)
+    if why is None:
+        return None
+    article = "an" if why[0] in "aeiou" else "a"
+    return (f"destination not allowed: {host} is {article} {why}; channels may not point into the site's own network "
+            "unless NOTIFY_ALLOWED_NETWORKS lists it")
+
+
+def _secret_error(secret) -> str | None:
+    # A header cannot carry them; sent anyway they would end up quoted in an error.
+    if isinstance(secret, str) and _control_characters(secret):
+        return "must not contain control characters (CR, LF, tab, ...)"
     return None
 
 
@@ -64,11 +103,13 @@ def _string_map(value, path, errors, key_re=None, reserved=()):
             errors[f"{path}.{key}"] = "must be a non-empty string of at most 500 characters"
 
 
-def channel_errors(kind, url, config) -> dict:
-    """What is wrong with a channel's kind, URL and config: {field: message}."""
+def channel_errors(kind, url, config, secret="") -> dict:
+    """What is wrong with a channel's kind, URL, config and secret: {field: message}."""
     if kind not in ChannelKind.values:
         return {"kind": f"must be one of {', '.join(ChannelKind.values)}"}
     errors = {}
+    if problem := _secret_error(secret):
+        errors["secret"] = problem
     if kind != ChannelKind.EMAIL and (problem := _url_error(url)):
         errors["url"] = problem
     if not isinstance(config, dict):
@@ -129,7 +170,7 @@ def _json_size(value) -> int:
 
 
 def check(channel: Channel):
-    errors = channel_errors(channel.kind, channel.url, channel.config)
+    errors = channel_errors(channel.kind, channel.url, channel.config, channel.secret)
     if errors:
         raise ValidationError(errors)
 

@@ -5,6 +5,7 @@ eagerly in the web process, the in-memory channel layer. DATABASE_URL and
 REDIS_URL switch to PostgreSQL and Redis, which is how it runs in production.
 """
 import importlib.util
+import ipaddress
 from pathlib import Path
 
 from celery.schedules import crontab
@@ -271,6 +272,23 @@ NOTIFY_ALERTMANAGER_REFRESH_SECONDS = env_int("NOTIFY_ALERTMANAGER_REFRESH_SECON
 BACKTEST_MAX_SECONDS = env_int("BACKTEST_MAX_SECONDS", 20, minimum=1)
 BACKTEST_MAX_POINTS = env_int("BACKTEST_MAX_POINTS", 2_000_000, minimum=1)
 BACKTEST_MAX_PER_PROJECT = env_int("BACKTEST_MAX_PER_PROJECT", 2, minimum=1)
+
+
+def _networks(name):
+    """Comma-separated CIDRs (an address alone is its /32 or /128); a typo stops the start-up."""
+    networks = []
+    for item in env_list(name):
+        try:
+            networks.append(ipaddress.ip_network(item))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a network ({exc}); expected CIDRs such as "
+                                       "10.20.0.0/16,fd12::/64") from None
+    return tuple(networks)
+
+
+# Networks a channel may send to although they are loopback, private, link-local or unique-local, all refused
+# by default (notifications/destinations.py): e.g. the site's own Alertmanager at 10.20.0.0/16. Empty: none.
+NOTIFY_ALLOWED_NETWORKS = _networks("NOTIFY_ALLOWED_NETWORKS")
 
 # A run with no new data for this long is shown as stalled.
 RUN_STALLED_SECONDS = env_int("RUN_STALLED_SECONDS", 600, minimum=1)

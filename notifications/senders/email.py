@@ -4,7 +4,7 @@ import smtplib
 from django.core.mail import get_connection, send_mail
 
 from notifications.message import ChannelTarget, DeliveryOutcome, IncidentMessage
-from notifications.senders import finite, short
+from notifications.senders import finite
 
 
 def subject_of(message: IncidentMessage) -> str:
@@ -35,8 +35,20 @@ def send(target: ChannelTarget, message: IncidentMessage) -> DeliveryOutcome:
     try:
         send_mail(subject_of(message), body_of(message), None, recipients, fail_silently=False,
                   connection=get_connection(timeout=target.timeout))
-    except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused) as exc:  # refused for good: no retry
-        return DeliveryOutcome(ok=False, detail=short(f"{type(exc).__name__}: {exc}"))
-    except OSError as exc:  # the mail server is down, timed out or failed for now: try again later
-        return DeliveryOutcome(ok=False, retry=True, detail=short(f"{type(exc).__name__}: {exc}"))
+    # Fixed reasons, never the exception's text: it quotes the mail server's answer, which may echo the message
+    # or the login, into a log every member of the project reads.
+    except smtplib.SMTPRecipientsRefused:  # refused for good: no retry
+        return DeliveryOutcome(ok=False, detail="the mail server refused the recipients")
+    except smtplib.SMTPSenderRefused:
+        return DeliveryOutcome(ok=False, detail="the mail server refused the sender address")
+    except smtplib.SMTPAuthenticationError:
+        return DeliveryOutcome(ok=False, retry=True, detail="the mail server refused the console's login")
+    except smtplib.SMTPResponseException as exc:  # the code is the server's, a number
+        return DeliveryOutcome(ok=False, retry=True, detail=f"the mail server answered {int(exc.smtp_code)}")
+    except TimeoutError:
+        return DeliveryOutcome(ok=False, retry=True, detail=f"no answer from the mail server within {target.timeout:g} s")
+    except ConnectionRefusedError:
+        return DeliveryOutcome(ok=False, retry=True, detail="the mail server refused the connection")
+    except OSError:  # the mail server is down or failed for now (smtplib's errors included): try again later
+        return DeliveryOutcome(ok=False, retry=True, detail="the mail server could not be reached")
     return DeliveryOutcome(ok=True, detail=f"to {len(recipients)} recipient{'s' if len(recipients) != 1 else ''}")
