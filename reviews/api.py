@@ -238,12 +238,14 @@ class ScheduleTargetSerializer(serializers.Serializer):
     run = pattern_field(RUN_ID_RE, "run", 128, required=False, allow_null=True, help_text="a run's own schedule; absent for the project's")
 
 
-class ScheduleSerializer(JsonTypesMixin, ScheduleTargetSerializer):
+class ScheduleFiguresSerializer(JsonTypesMixin, serializers.Serializer):
     every_steps = serializers.IntegerField(required=False, allow_null=True, min_value=MIN_EVERY_STEPS, max_value=2**53 - 1,
                                            help_text=f"at least {MIN_EVERY_STEPS}; null for none")
     every_hours = serializers.FloatField(required=False, allow_null=True, min_value=MIN_EVERY_HOURS, max_value=MAX_EVERY_HOURS,
                                          help_text=f"at least {MIN_EVERY_HOURS:g}; null for none")
 
+
+class ScheduleSerializer(ScheduleFiguresSerializer, ScheduleTargetSerializer):
     def validate(self, data):
         # A body naming neither figure is a mistake (a misspelt key), never a removal: that takes an explicit null.
         if "every_steps" not in data and "every_hours" not in data:
@@ -281,16 +283,18 @@ class ReviewScheduleView(_JsonBodies, APIView):
         return self._saved(_domain(lifecycle.set_schedule, project, run, every_steps=body.get("every_steps"),
                                    every_hours=body.get("every_hours"), by=request.user))
 
-    @extend_schema(operation_id="review_schedules_partial_update", request=ScheduleSerializer,
-                   responses={200: OpenApiTypes.OBJECT, 204: _REMOVED, **errors(403, 404)},
-                   description="Changes the figures named (null: none), keeping the other; both none removes the schedule (204).")
+    @extend_schema(operation_id="review_schedules_partial_update", parameters=[ScheduleTargetSerializer],
+                   request=ScheduleFiguresSerializer, responses={200: OpenApiTypes.OBJECT, 204: _REMOVED, **errors(403, 404)},
+                   description="The schedule named by the query (404 when there is none: PUT sets one). Changes the figures "
+                               "the body names (null: none), keeping the other; both none removes the schedule (204).")
     def patch(self, request):
         """Change one figure of a project's or a run's own schedule."""
-        body = _valid(ScheduleSerializer, request)
-        project, run = self._target(request, body)
-        current = ReviewSchedule.objects.filter(project=project, run=run).first()
-        figures = {key: body[key] if key in body else getattr(current, key, None) for key in ("every_steps", "every_hours")}
-        return self._saved(_domain(lifecycle.set_schedule, project, run, by=request.user, **figures))
+        project, run = self._target(request, read_query(request, ScheduleTargetSerializer))
+        body = _valid(ScheduleFiguresSerializer, request)
+        try:
+            return self._saved(_domain(lifecycle.change_schedule, project, run, body, by=request.user))
+        except ReviewSchedule.DoesNotExist:
+            raise exceptions.NotFound("no such review schedule") from None
 
     @extend_schema(operation_id="review_schedules_remove", parameters=[ScheduleTargetSerializer],
                    responses={204: None, **errors(403, 404)},

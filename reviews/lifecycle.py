@@ -60,6 +60,18 @@ def set_schedule(project, run, *, every_steps, every_hours, by):
     return schedule
 
 
+def change_schedule(project, run, changes: dict, *, by):
+    """Change the figures `changes` names, keeping the other (a PATCH); under the row's lock, so two changes of
+    different figures at once both hold. None when both figures end up none (removed); DoesNotExist when there
+    is no such schedule."""
+    from reviews.models import ReviewSchedule
+
+    with transaction.atomic():
+        current = ReviewSchedule.objects.select_for_update().get(project=project, run=run)
+        figures = {key: changes[key] if key in changes else getattr(current, key) for key in ("every_steps", "every_hours")}
+        return set_schedule(project, run, by=by, **figures)
+
+
 def remove_schedule(project, run) -> bool:
     """Remove a project's schedule (run None) or a run's own (the project's applies to the run again); False if none."""
     from reviews.models import ReviewSchedule

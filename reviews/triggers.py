@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from datetime import datetime
-
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction

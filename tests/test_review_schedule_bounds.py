@@ -23,8 +23,12 @@ URL = "/api/v1/review-schedules/"
 MIN_EVERY_STEPS, MIN_EVERY_HOURS = 100, 1.0  # the floors, as docs and the 400s state them
 
 
-def put(client, method="put", **body):
-    return getattr(client, method)(URL, body, content_type="application/json")
+def put(client, **body):
+    return client.put(URL, body, content_type="application/json")
+
+
+def patch(client, query, **body):
+    return client.patch(URL + query, body, content_type="application/json")
 
 
 def error_paths(answer):
@@ -43,13 +47,16 @@ def run(project):
     ({"every_hours": MIN_EVERY_HOURS - 0.001}, "every_hours"),
     ({"every_steps": 5000, "every_hours": 0.5}, "every_hours"),
 ])
-@pytest.mark.parametrize("method", ["put", "patch"])
-def test_a_schedule_below_its_floor_is_a_400_naming_the_field(project, run, owner, oncall, body, field, method):
-    answer = put(client_for(owner), method, project="pretrain", **body)
+def test_a_schedule_below_its_floor_is_a_400_naming_the_field(project, run, owner, oncall, body, field):
+    answer = put(client_for(owner), project="pretrain", **body)
     assert answer.status_code == 400 and error_paths(answer) == [field]
-    answer = put(client_for(oncall), method, project="pretrain", run="r-bounds", **body)
+    answer = put(client_for(oncall), project="pretrain", run="r-bounds", **body)
     assert answer.status_code == 400 and error_paths(answer) == [field]
     assert not ReviewSchedule.objects.exists()
+    put(client_for(oncall), project="pretrain", run="r-bounds", every_steps=2000, every_hours=24)
+    answer = patch(client_for(oncall), "?project=pretrain&run=r-bounds", **body)
+    assert answer.status_code == 400 and error_paths(answer) == [field]
+    assert ReviewSchedule.objects.values_list("every_steps", "every_hours").get() == (2000, 24)
 
 
 def test_the_floors_themselves_are_accepted(project, run, owner):
@@ -91,10 +98,11 @@ def test_a_schedule_is_removed_by_put_or_patch_with_nulls(project, run, owner):
     assert not ReviewSchedule.objects.exists()
 
     put(client, project="pretrain", every_steps=500, every_hours=6)
-    kept = put(client, "patch", project="pretrain", every_hours=None)  # PATCH keeps the figure it does not name
+    kept = patch(client, "?project=pretrain", every_hours=None)  # PATCH keeps the figure it does not name
     assert kept.status_code == 200 and (kept.json()["every_steps"], kept.json()["every_hours"]) == (500, None)
-    assert put(client, "patch", project="pretrain", every_steps=None).status_code == 204
+    assert patch(client, "?project=pretrain", every_steps=None).status_code == 204
     assert not ReviewSchedule.objects.exists()
+    assert patch(client, "?project=pretrain", every_steps=500).status_code == 404  # PATCH changes a schedule; PUT sets one
     # A body naming neither figure is refused, never read as a removal.
     put(client, project="pretrain", every_steps=500)
     refused = put(client, project="pretrain")
