@@ -37,6 +37,7 @@ MUTED_FLAG_SHARE = 0.25  # flagged when muted more than this share of its firing
 SILENT_DAYS = 90  # flagged when it has not fired in this many days before `until`
 EDITS_FLAG = 5  # flagged when edited at least this many times in the period
 EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+USERNAME_RE = re.compile(r"[\w.@+-]{1,150}")  # Django's username characters
 
 
 class Flag:
@@ -112,8 +113,9 @@ def mute_end(mute) -> datetime:
 
 
 def owner_users(owner_text: str, users):
-    """The users an owner text names: the text (trimmed) equals a username, or an e-mail address in it equals a
-    user's e-mail; case-insensitive. A team name ("Pretrain on-call <#pretrain-oncall>") names nobody."""
+    """The users (of `users`: the project's members) an owner text names: the text (trimmed) equals a username, or
+    an e-mail address in it equals a user's e-mail; case-insensitive. A team name ("Pretrain on-call
+    <#pretrain-oncall>") names nobody."""
     text = owner_text.strip().lower()
     emails = {e.lower() for e in EMAIL_RE.findall(owner_text)}
     return [u for u in users if u.get_username().lower() == text or (u.email and u.email.lower() in emails)]
@@ -125,7 +127,14 @@ def changed_keys(before: dict | None, after: dict) -> list[str]:
     return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
 
 
-def rule_figures(rule: Rule, period: Period, *, members: set[int], users, false_pages: int = 0) -> dict:
+def names_a_person(owner_text: str) -> bool:
+    """An owner text that can only be one person's: an e-mail address, or a single word shaped like a username.
+    A team's description ("Pretrain on-call <#pretrain-oncall>") is not."""
+    text = owner_text.strip()
+    return bool(EMAIL_RE.search(text)) or bool(USERNAME_RE.fullmatch(text))
+
+
+def rule_figures(rule: Rule, period: Period, *, members, false_pages: int = 0) -> dict:
     """Every figure and flag of one rule for the period."""
     alerts = list(Alert.objects.filter(rule=rule, fired_at__gte=period.since, fired_at__lt=period.until)
                   .order_by("fired_at", "pk"))
@@ -174,7 +183,7 @@ def rule_figures(rule: Rule, period: Period, *, members: set[int], users, false_
         previous = r.snapshot
     # The newest check of the link the rule has now: a check of a link since replaced says nothing of it.
     link = LinkCheck.objects.filter(rule=rule, url=rule.diagnostic_url).order_by("-checked_at", "-pk").first()
-    named = owner_users(rule.owner, users)
+    named = owner_users(rule.owner, members)
 
     row = {
         "rule": rule.name, "rule_id": rule.pk, "owner": rule.owner, "kind": rule.kind,
@@ -200,12 +209,17 @@ def rule_figures(rule: Rule, period: Period, *, members: set[int], users, false_
         "link": {"url": link.url, "ok": link.ok, "status_code": link.status_code, "error": link.error,
                  "checked_at": link.checked_at.isoformat()} if link else None,
     }
-    row["flags"] = flags(row, period, last, named, members)
+    row["flags"] = flags(row, period, last, named, names_a_person(rule.owner))
     return row
 
 
-def flags(row: dict, period: Period, last: datetime | None, named, members: set[int]) -> list[dict]:
-    """Each flag with the figure that raised it."""
+def flags(row: dict, period: Period, last: datetime | None, named, person: bool) -> list[dict]:
+    """Each flag with the figure that raised it.
+
+    owner_gone looks among the project's members only (`named`): whether an address or a name has an account
+    elsewhere in the console, and whose, is not for this project's members to learn. An owner text naming a
+    person (`person`) who is no member is "not a member of this project", whether or not such an account exists.
+    """
     raised = []
     if row["verdicts"] >= FALSE_ALARM_FLAG_MIN_VERDICTS and row["false_alarm_rate"] > FALSE_ALARM_FLAG_RATE:
         raised.append({"flag": Flag.FALSE_ALARMS, "figure": f"{row['false_alarms']} of {row['verdicts']} verdicts false "
@@ -217,9 +231,10 @@ def flags(row: dict, period: Period, last: datetime | None, named, members: set[
     if last is None or last < days_before(period.until, SILENT_DAYS):
         raised.append({"flag": Flag.SILENT, "figure": f"last fired {last.isoformat() if last else 'never'}"})
     for user in named:
-        if not user.is_active or user.pk not in members:
-            why = "inactive" if not user.is_active else "not a member of the project"
-            raised.append({"flag": Flag.OWNER_GONE, "figure": f"{user.get_username()} is {why}"})
+        if not user.is_active:
+            raised.append({"flag": Flag.OWNER_GONE, "figure": f"{user.get_username()} is inactive"})
+    if person and not named:
+        raised.append({"flag": Flag.OWNER_GONE, "figure": "not a member of this project"})
     link = row["link"]
     if link and not link["ok"]:
         raised.append({"flag": Flag.LINK_DOWN, "figure": f"{link['status_code'] or link['error']} at {link['checked_at']}"})
@@ -237,10 +252,10 @@ def report_rows(project, period: Period, owner: str | None = None) -> list[dict]
     if owner:
         rules = rules.filter(owner=owner)
     rules = list(rules)
-    members = set(Membership.objects.filter(project=project).values_list("user_id", flat=True))
-    users = list(get_user_model().objects.all().only("pk", "username", "email", "is_active"))
+    members = list(get_user_model().objects.filter(pk__in=Membership.objects.filter(project=project).values("user_id"))
+                   .only("pk", "username", "email", "is_active"))
     false_pages = false_pages_by_rule(rules, since=period.since, until=period.until)
-    return [rule_figures(rule, period, members=members, users=users, false_pages=false_pages.get(rule.pk, 0)) for rule in rules]
+    return [rule_figures(rule, period, members=members, false_pages=false_pages.get(rule.pk, 0)) for rule in rules]
 
 
 def report(project, period: Period, owner: str | None = None) -> dict:

@@ -1,7 +1,7 @@
 """The reviews app's API: reviews and their steps, decisions and the decision log, the chronicle.
 
 Members of a project read; on-call and rule admins (`can_triage`, the helper the pages use too) open reviews,
-check steps, decide and write to the log; rule admins set a project's review schedule. A viewer or a project
+check steps, decide and write to the log; rule admins set a project's review schedule (on-call a run's own). A viewer or a project
 token acting gets 403, anyone outside the project 404. Bad input is a 400 naming the field. The log has no
 update or delete: a correction is a new entry (`corrects`).
 """
@@ -26,7 +26,9 @@ from reviews.chronicle import chronicle
 from reviews.lifecycle import visible_reviews
 from reviews.log import entries_for, jsonl_lines
 from reviews.postmortem import postmortem, postmortem_markdown
-from reviews.models import DecisionKind, LogEntry, Review, ReviewSchedule, ReviewState, ReviewTrigger
+from reviews.models import (
+    MAX_EVERY_HOURS, MIN_EVERY_HOURS, MIN_EVERY_STEPS, DecisionKind, LogEntry, Review, ReviewSchedule, ReviewState, ReviewTrigger,
+)
 from reviews.wire import entry_as_dict, review_as_dict, review_summary
 
 MAX_ID = 2**63 - 1
@@ -231,21 +233,32 @@ class ScheduleQuerySerializer(serializers.Serializer):
     project = serializers.SlugField(required=False, max_length=64, help_text="project slug")
 
 
-class ScheduleSerializer(JsonTypesMixin, serializers.Serializer):
-    project = serializers.SlugField(max_length=64)
+class ScheduleTargetSerializer(serializers.Serializer):
+    project = serializers.SlugField(max_length=64, help_text="project slug")
     run = pattern_field(RUN_ID_RE, "run", 128, required=False, allow_null=True, help_text="a run's own schedule; absent for the project's")
-    every_steps = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=2**53 - 1)
-    every_hours = serializers.FloatField(required=False, allow_null=True, min_value=0.01, max_value=24 * 365)
 
+
+class ScheduleFiguresSerializer(JsonTypesMixin, serializers.Serializer):
+    every_steps = serializers.IntegerField(required=False, allow_null=True, min_value=MIN_EVERY_STEPS, max_value=2**53 - 1,
+                                           help_text=f"at least {MIN_EVERY_STEPS}; null for none")
+    every_hours = serializers.FloatField(required=False, allow_null=True, min_value=MIN_EVERY_HOURS, max_value=MAX_EVERY_HOURS,
+                                         help_text=f"at least {MIN_EVERY_HOURS:g}; null for none")
+
+
+class ScheduleSerializer(ScheduleFiguresSerializer, ScheduleTargetSerializer):
     def validate(self, data):
-        if data.get("every_steps") is None and data.get("every_hours") is None:
-            raise serializers.ValidationError({"every_steps": "give every_steps, every_hours or both"})
+        # A body naming neither figure is a mistake (a misspelt key), never a removal: that takes an explicit null.
+        if "every_steps" not in data and "every_hours" not in data:
+            raise serializers.ValidationError({"every_steps": "give every_steps, every_hours or both (null for both removes the schedule)"})
         return data
 
 
 def schedule_as_dict(schedule) -> dict:
     return {"project": schedule.project.slug, "run": schedule.run.run_id if schedule.run_id else None,
             "every_steps": schedule.every_steps, "every_hours": schedule.every_hours, "updated_at": schedule.updated_at}
+
+
+_REMOVED = OpenApiResponse(description="both figures null: the schedule is removed (a run's own: the project's applies again)")
 
 
 class ReviewScheduleView(_JsonBodies, APIView):
@@ -259,11 +272,44 @@ class ReviewScheduleView(_JsonBodies, APIView):
         return Response({"schedules": [schedule_as_dict(s) for s in schedules.order_by("project__slug", "id")]})
 
     @extend_schema(operation_id="review_schedules_set", request=ScheduleSerializer,
-                   responses={200: OpenApiTypes.OBJECT, **errors(403, 404)},
-                   description="every_steps, every_hours or both (400 naming every_steps when neither is given).")
+                   responses={200: OpenApiTypes.OBJECT, 204: _REMOVED, **errors(403, 404)},
+                   description=f"every_steps (at least {MIN_EVERY_STEPS}), every_hours (at least {MIN_EVERY_HOURS:g}) or both, "
+                               "replacing the schedule (a figure absent is none); both null removes it (204). 400 naming "
+                               "every_steps when neither is named, or the field below its floor.")
     def put(self, request):
         """Set a project's schedule (rule admins) or a run's own (on-call and rule admins): every N steps and/or H hours."""
         body = _valid(ScheduleSerializer, request)
+        project, run = self._target(request, body)
+        return self._saved(_domain(lifecycle.set_schedule, project, run, every_steps=body.get("every_steps"),
+                                   every_hours=body.get("every_hours"), by=request.user))
+
+    @extend_schema(operation_id="review_schedules_partial_update", parameters=[ScheduleTargetSerializer],
+                   request=ScheduleFiguresSerializer, responses={200: OpenApiTypes.OBJECT, 204: _REMOVED, **errors(403, 404)},
+                   description="The schedule named by the query (404 when there is none: PUT sets one). Changes the figures "
+                               "the body names (null: none), keeping the other; both none removes the schedule (204).")
+    def patch(self, request):
+        """Change one figure of a project's or a run's own schedule."""
+        project, run = self._target(request, read_query(request, ScheduleTargetSerializer))
+        body = _valid(ScheduleFiguresSerializer, request)
+        try:
+            return self._saved(_domain(lifecycle.change_schedule, project, run, body, by=request.user))
+        except ReviewSchedule.DoesNotExist:
+            raise exceptions.NotFound("no such review schedule") from None
+
+    @extend_schema(operation_id="review_schedules_remove", parameters=[ScheduleTargetSerializer],
+                   responses={204: None, **errors(403, 404)},
+                   description="404 when there is no such schedule. A run's own removed, the project's applies to it again.")
+    def delete(self, request):
+        """Remove a project's schedule (rule admins) or a run's own (on-call and rule admins)."""
+        query = read_query(request, ScheduleTargetSerializer)
+        project, run = self._target(request, query)
+        if not lifecycle.remove_schedule(project, run):
+            raise exceptions.NotFound("no such review schedule")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @staticmethod
+    def _target(request, body):
+        """The schedule's project and run (None: the project's), once the caller may change it."""
         project = get_object_or_404(visible_projects(request.user), slug=body["project"])
         run = None
         if body.get("run"):
@@ -271,9 +317,11 @@ class ReviewScheduleView(_JsonBodies, APIView):
             _acting(request.user, project)
         elif not can_edit_rules(request.user, project):
             raise exceptions.PermissionDenied("a project's review schedule is set by its rule admins")
-        schedule = _domain(lifecycle.set_schedule, project, run, every_steps=body.get("every_steps"),
-                           every_hours=body.get("every_hours"), by=request.user)
-        return Response(schedule_as_dict(schedule))
+        return project, run
+
+    @staticmethod
+    def _saved(schedule):
+        return Response(schedule_as_dict(schedule)) if schedule is not None else Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class LogQuerySerializer(serializers.Serializer):

@@ -3,7 +3,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from reviews.lifecycle import MAX_TEXT
-from reviews.models import DecisionKind
+from reviews.models import MAX_EVERY_HOURS, MIN_EVERY_HOURS, MIN_EVERY_STEPS, DecisionKind
 
 _AREA = forms.Textarea(attrs={"rows": 2})
 
@@ -97,8 +97,9 @@ class LogFilterForm(forms.Form):
 
 
 class ScheduleForm(forms.Form):
-    every_steps = forms.IntegerField(required=False, min_value=1, max_value=2**53 - 1, label="every … steps")
-    every_hours = forms.FloatField(required=False, min_value=0.01, max_value=24 * 365, label="every … hours of run time")
+    every_steps = forms.IntegerField(required=False, min_value=MIN_EVERY_STEPS, max_value=2**53 - 1, label="every … steps")
+    every_hours = forms.FloatField(required=False, min_value=MIN_EVERY_HOURS, max_value=MAX_EVERY_HOURS,
+                                   label="every … hours of run time")
 
     def clean(self):
         data = super().clean()

@@ -7,10 +7,13 @@ the log is only ever appended to.
 """
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime, timezone as dt_timezone
+from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.urls import Resolver404, get_script_prefix, resolve
 from django.utils import timezone
 
 from alerts.models import Rule
@@ -40,15 +43,41 @@ def visible_reviews(user):
 
 
 def set_schedule(project, run, *, every_steps, every_hours, by):
-    """A project's review schedule (run None) or one run's own, which replaces the project's for that run."""
-    from reviews.models import ReviewSchedule
+    """A project's review schedule (run None) or one run's own, which replaces the project's for that run.
+
+    Both figures None removes the schedule (returns None): a PUT of nulls is how a schedule is cleared, as a
+    DELETE is. Each figure has its floor (reviews.models.schedule_bounds), a 400 naming the field below it.
+    """
+    from reviews.models import ReviewSchedule, schedule_bounds
 
     if every_steps is None and every_hours is None:
-        raise ValidationError({"every_steps": "give every_steps, every_hours or both"})
+        remove_schedule(project, run)
+        return None
+    schedule_bounds(every_steps, every_hours)
     schedule, _ = ReviewSchedule.objects.update_or_create(
         project=project, run=run, defaults={"every_steps": every_steps, "every_hours": every_hours, "updated_by": by},
     )
     return schedule
+
+
+def change_schedule(project, run, changes: dict, *, by):
+    """Change the figures `changes` names, keeping the other (a PATCH); under the row's lock, so two changes of
+    different figures at once both hold. None when both figures end up none (removed); DoesNotExist when there
+    is no such schedule."""
+    from reviews.models import ReviewSchedule
+
+    with transaction.atomic():
+        current = ReviewSchedule.objects.select_for_update().get(project=project, run=run)
+        figures = {key: changes[key] if key in changes else getattr(current, key) for key in ("every_steps", "every_hours")}
+        return set_schedule(project, run, by=by, **figures)
+
+
+def remove_schedule(project, run) -> bool:
+    """Remove a project's schedule (run None) or a run's own (the project's applies to the run again); False if none."""
+    from reviews.models import ReviewSchedule
+
+    deleted, _ = ReviewSchedule.objects.filter(project=project, run=run).delete()
+    return bool(deleted)
 
 
 def activity(review, kind, *, by=None, step=None, note="", detail=None, at=None) -> ReviewActivity:
@@ -202,9 +231,35 @@ def _evidence(item) -> dict:
     if not isinstance(item, dict) or not isinstance(item.get("label"), str) or not isinstance(item.get("href"), str):
         raise ValidationError({"links.evidence": "each piece of evidence is {\"label\": text, \"href\": link}"})
     href = _text(item["href"], "links.evidence", limit=1000)
-    if not href.startswith("/") or href.startswith("//"):
-        raise ValidationError({"links.evidence": "evidence links point into this console (a path starting with /)"})
+    if not console_path(href):
+        raise ValidationError({"links.evidence": "evidence links point into this console: a path it serves, starting with / "
+                                                 "(no backslashes, white space or control characters)"})
     return {"label": _text(item["label"], "links.evidence", limit=300), "href": href}
+
+
+def console_path(href) -> bool:
+    r"""Whether `href` is a page of this console: a path (with query and fragment) its own URL resolver serves.
+
+    Starting with "/" and not "//" is not enough: browsers read "\" as "/" and drop tabs and newlines, so
+    "/\host", "/\t/host" and "/\n/host" (a backslash, a tab, a newline) lead to another site. The pages show
+    stored links through this too (the log is append-only: an entry saved before this check keeps its link,
+    shown as text).
+    """
+    if not isinstance(href, str) or not href.startswith("/") or href.startswith("//"):
+        return False
+    if any(c == "\\" or c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in href):
+        return False
+    parts = urlsplit(href)
+    if parts.scheme or parts.netloc:
+        return False
+    path, prefix = unquote(parts.path), get_script_prefix()
+    if not path.startswith(prefix):
+        return False
+    try:
+        resolve("/" + path[len(prefix):])
+    except Resolver404:
+        return False
+    return True
 
 
 def _check_linked_rows(links, run):

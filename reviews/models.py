@@ -68,11 +68,21 @@ def rewind_words(rewind: dict | None) -> str:
     return text + "."
 
 
+# The shortest schedules. A review is a person's work of several minutes; below these a schedule opens reviews
+# faster than anyone reads them (every_steps: 1 opened one per batch, every_hours: 0.01 one per beat tick).
+# 100 steps is two of the 50-step windows the expectation step averages (reviews/checks.py), so each review
+# has at least one window the previous one did not see; an hour keeps a person's queue to 24 a run a day.
+MIN_EVERY_STEPS = 100
+MIN_EVERY_HOURS = 1.0
+MAX_EVERY_HOURS = 24 * 365
+
+
 class ReviewSchedule(models.Model):
     """When reviews open by themselves: a project's default (run empty) or one run's own setting.
 
     A run's row, where there is one, replaces the project's. Steps count the run's own steps; hours count
-    run time by the points' own times (the first point's time to the newest).
+    run time by the points' own times (the first point's time to the newest). Each bound is a floor
+    (MIN_EVERY_STEPS, MIN_EVERY_HOURS); a run has at most one open scheduled review (reviews/triggers.py).
     """
 
     project = models.ForeignKey("ingest.Project", on_delete=models.CASCADE, related_name="review_schedules")
@@ -85,13 +95,24 @@ class ReviewSchedule(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["project"], condition=Q(run__isnull=True), name="review_schedule_one_per_project"),
-            models.CheckConstraint(condition=Q(every_steps__isnull=True) | Q(every_steps__gt=0), name="review_schedule_steps_positive"),
-            models.CheckConstraint(condition=Q(every_hours__isnull=True) | Q(every_hours__gt=0), name="review_schedule_hours_positive"),
+            models.CheckConstraint(condition=Q(every_steps__isnull=True) | Q(every_steps__gte=MIN_EVERY_STEPS),
+                                   name="review_schedule_steps_floor"),
+            models.CheckConstraint(condition=Q(every_hours__isnull=True) | Q(every_hours__gte=MIN_EVERY_HOURS),
+                                   name="review_schedule_hours_floor"),
         ]
 
     def clean(self):
-        if self.every_steps is None and self.every_hours is None:
-            raise ValidationError({"every_steps": "give every_steps, every_hours or both"})
+        schedule_bounds(self.every_steps, self.every_hours)
+
+
+def schedule_bounds(every_steps, every_hours):
+    """A schedule's figures, or the ValidationError naming the field below its floor (or neither given)."""
+    if every_steps is None and every_hours is None:
+        raise ValidationError({"every_steps": "give every_steps, every_hours or both"})
+    if every_steps is not None and every_steps < MIN_EVERY_STEPS:
+        raise ValidationError({"every_steps": f"at least {MIN_EVERY_STEPS} steps between scheduled reviews"})
+    if every_hours is not None and not MIN_EVERY_HOURS <= every_hours <= MAX_EVERY_HOURS:
+        raise ValidationError({"every_hours": f"between {MIN_EVERY_HOURS:g} and {MAX_EVERY_HOURS} hours between scheduled reviews"})
 
 
 class Review(models.Model):

@@ -154,17 +154,24 @@ def review_decide(request, pk):
 @login_required
 @require_POST
 def review_schedule(request):
-    """A run's own review schedule, from its page (on-call and rule admins)."""
+    """A run's own review schedule, from its page (on-call and rule admins): set, or removed with "remove"."""
     run = get_object_or_404(visible_runs(request.user), run_id=request.POST.get("run", ""))
     _acting(request, run.project)
+    if request.POST.get("remove"):
+        if lifecycle.remove_schedule(run.project, run):
+            messages.success(request, "This run's own review schedule is removed.")
+        return redirect(reverse("console:run", args=[run.run_id]) + "#run-reviews")
     form = ScheduleForm(request.POST)
-    if form.is_valid():
+    try:
+        if not form.is_valid():
+            raise ValidationError({k: list(v) for k, v in form.errors.items()})
         schedule = lifecycle.set_schedule(run.project, run, by=request.user, **form.cleaned_data)
+    except ValidationError as exc:
+        messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in _errors(exc).items()))
+    else:
         parts = [f"every {schedule.every_steps:,} steps" if schedule.every_steps else "",
                  f"every {schedule.every_hours:g} hours" if schedule.every_hours else ""]
         messages.success(request, "Reviews of this run open " + " and ".join(p for p in parts if p) + ".")
-    else:
-        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
     return redirect(reverse("console:run", args=[run.run_id]) + "#run-reviews")
 
 

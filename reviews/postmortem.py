@@ -1,10 +1,13 @@
 """A run's postmortem: its identity, summary figures, interruptions with their causes, effective training
 time, incidents, decisions, reviews and the whole chronicle — as JSON (`postmortem`) and Markdown
-(`postmortem_markdown`). Everything comes from reviews/chronicle.py; this module only arranges it.
+(`postmortem_markdown`). Everything comes from reviews/chronicle.py; this module only arranges it. In the
+Markdown every text is inert (`inert`): HTML and Markdown escaped, no link but http(s) possible.
 """
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections import Counter
 
 from django.utils import timezone
@@ -77,11 +80,41 @@ def postmortem(run) -> dict:
     }
 
 
+# Text from senders and people (run names, tags, config, decisions, rule names) is made inert before it goes
+# into the Markdown: pasted into a wiki, a postmortem must render as the text it holds and run nothing.
+_HTML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# Markdown's inline punctuation (emphasis, code, link and image brackets, table cells, strikethrough), escaped
+# with a backslash; parentheses and "!" make nothing without an unescaped "[".
+_MARKDOWN_PUNCTUATION = frozenset("\\`*_[]|~")
+# "scheme:" followed by more than white space ("javascript:alert(1)", not "cause: planned"): its colon is escaped
+# unless the scheme is http or https, so no renderer that links bare URLs makes a javascript:, data: or vbscript:
+# link of it.
+_SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*):(?=\S)")
+_LINKED_SCHEMES = {"http", "https"}
+
+
+def inert(text: str) -> str:
+    """`text` as Markdown that renders as the text itself: HTML escaped, Markdown punctuation backslash-escaped,
+    the colon of any scheme but http(s) escaped, and line breaks and other control characters as spaces."""
+    colons = {m.end() - 1 for m in _SCHEME.finditer(text) if m.group(1).lower() not in _LINKED_SCHEMES}
+    out = []
+    for i, c in enumerate(text):
+        if c in _HTML_ESCAPES:
+            out.append(_HTML_ESCAPES[c])
+        elif c in _MARKDOWN_PUNCTUATION or i in colons:
+            out.append("\\" + c)
+        elif unicodedata.category(c) == "Cc" or c in "\u2028\u2029":
+            out.append(" ")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
 def _cell(value) -> str:
     if value is None or value == "":
         return "—"
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    return inert(text)
 
 
 def _table(head: list[str], rows: list[list]) -> list[str]:
@@ -93,7 +126,7 @@ def _table(head: list[str], rows: list[list]) -> list[str]:
 def postmortem_markdown(run, data: dict | None = None) -> str:
     data = postmortem(run) if data is None else data
     r, s = data["run"], data["summary"]
-    out = [f"# Postmortem: {r['run_id']}", ""]
+    out = [f"# Postmortem: {inert(r['run_id'])}", ""]
     out += [f"Project `{r['project']}` · generated {data['generated_at']}", "", "## Summary", ""]
     out += _table(["", ""], [
         ["Name", r["name"]], ["Code", r["code_rev"]], ["Data", r["data_snapshot"]], ["Config", r["config"]], ["Budget", r["budget"]],

@@ -3,19 +3,25 @@
 Each opens a review once: its due_key ("incident:<id>", "alert:<id>", "steps:<step>", "hours:<n>",
 "entry:<id>") is unique per run, so evaluation, the periodic task and a retried task can all try without
 opening a second one. Steps 1-5 are filled after the trigger's transaction commits (reviews/tasks.py).
+
+A schedule opens a review only for a run that is still sending (not finished, not stalled: the sweep's
+RUN_STALLED_SECONDS), and only while the run has no open scheduled review: a review nobody has decided yet
+covers the steps and hours since, so a busy or forgotten run gets one waiting review, not a pile of them.
 """
 from __future__ import annotations
 
 import logging
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 
 from alerts.models import PermittedResponse
+from alerts.tasks import EVALUATION_LOCK_BASE
 from ingest.models import Run, RunStatus
-from reviews.models import LogEntry, Review, ReviewSchedule, ReviewTrigger
+from reviews.models import LogEntry, Review, ReviewSchedule, ReviewState, ReviewTrigger
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +38,35 @@ def _open(run, trigger, due_key, now, **fields):
     from reviews.lifecycle import open_review
 
     return _opened(open_review(run, trigger, due_key=due_key, fill_now=False, now=now, **fields))
+
+
+def _open_scheduled(run, due_key, now, detail):
+    """A schedule's review, unless the run has one open already. Called under the run's evaluation lock (the
+    evaluation holds it; the periodic task takes it), so the two paths cannot both find none and open two."""
+    if Review.objects.filter(run=run, trigger=ReviewTrigger.SCHEDULE, state=ReviewState.OPEN).exists():
+        return None
+    return _open(run, ReviewTrigger.SCHEDULE, due_key, now, detail=detail)
+
+
+def _finished(run) -> bool:
+    budget_steps = (run.budget or {}).get("steps")
+    return run.status == RunStatus.FINISHED or bool(budget_steps and run.last_step is not None and run.last_step >= budget_steps)
+
+
+def _holds_evaluation_lock(run) -> bool:
+    """The run's evaluation lock for this transaction (alerts/tasks.py), if no evaluation holds it now."""
+    if connection.vendor != "postgresql":
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [EVALUATION_LOCK_BASE + int(run.pk)])
+        return cursor.fetchone()[0]
+
+
+def sending_runs(now):
+    """Runs a schedule still applies to: neither finished nor stalled (nothing received for RUN_STALLED_SECONDS,
+    whether or not the sweep has marked them yet)."""
+    quiet_since = now - timedelta(seconds=settings.RUN_STALLED_SECONDS)
+    return Run.objects.exclude(status__in=[RunStatus.FINISHED, RunStatus.STALLED]).filter(last_seen_at__gte=quiet_since)
 
 
 def review_for_fired_alert(sender, alert, now, **kwargs):
@@ -53,12 +88,11 @@ def reviews_due_after_batch(sender, run, receipt, now, **kwargs):
     if step is None:
         return
     schedule = schedule_of(run)
-    if schedule is not None and schedule.every_steps:
+    if schedule is not None and schedule.every_steps and not _finished(run):
         due = (step // schedule.every_steps) * schedule.every_steps
         # Every later batch sees the same due step: a read answers it, not an insert refused by the constraint.
         if due > 0 and not Review.objects.filter(run=run, due_key=f"steps:{due}").exists():
-            _open(run, ReviewTrigger.SCHEDULE, f"steps:{due}", now,
-                  detail={"every_steps": schedule.every_steps, "due_step": due})
+            _open_scheduled(run, f"steps:{due}", now, detail={"every_steps": schedule.every_steps, "due_step": due})
     for entry in _waiting_entries(run, next_review__step__lte=step):
         _open(run, ReviewTrigger.NEXT_REVIEW, f"entry:{entry.pk}", now,
               detail={"entry": entry.pk, "step": entry.next_review["step"]})
@@ -90,9 +124,8 @@ def open_due_reviews(now=None) -> int:
     hourly = ReviewSchedule.objects.filter(every_hours__isnull=False)
     projects = set(hourly.filter(run__isnull=True).values_list("project_id", flat=True))
     runs_with_own = set(ReviewSchedule.objects.filter(run__isnull=False).values_list("run_id", flat=True))
-    candidates = Run.objects.exclude(status=RunStatus.FINISHED).filter(
-        project_id__in=projects
-    ) | Run.objects.exclude(status=RunStatus.FINISHED).filter(pk__in=hourly.filter(run__isnull=False).values("run_id"))
+    sending = sending_runs(now)
+    candidates = sending.filter(project_id__in=projects) | sending.filter(pk__in=hourly.filter(run__isnull=False).values("run_id"))
     for run in candidates.select_related("project").distinct():
         schedule = schedule_of(run)
         if schedule is None or not schedule.every_hours or (run.pk in runs_with_own and schedule.run_id != run.pk):
@@ -101,8 +134,10 @@ def open_due_reviews(now=None) -> int:
         due = math.floor(hours / schedule.every_hours)
         if due >= 1:
             with transaction.atomic():
-                if _open(run, ReviewTrigger.SCHEDULE, f"hours:{due * schedule.every_hours:g}", now,
-                         detail={"every_hours": schedule.every_hours, "due_hours": due * schedule.every_hours}):
+                # An evaluation of the run holds the lock: it may be opening the run's scheduled review; the next tick retries.
+                if _holds_evaluation_lock(run) and _open_scheduled(
+                        run, f"hours:{due * schedule.every_hours:g}", now,
+                        detail={"every_hours": schedule.every_hours, "due_hours": due * schedule.every_hours}):
                     opened += 1
     for entry in LogEntry.objects.filter(next_review__has_key="at").select_related("run__project"):
         at = entry.next_review.get("at")

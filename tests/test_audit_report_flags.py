@@ -7,6 +7,7 @@ from django.utils import timezone
 from alerts.models import ChangeKind, RuleRevision
 from audit.models import LinkCheck
 from audit.report import EDITS_FLAG, SILENT_DAYS, Flag, report_rows
+from opsconsole.models import Membership, Role
 from tests.audit_support import PERIOD, T0, at, change, fire, mute, owned_rule
 from tests.factories import make_rule
 
@@ -76,13 +77,14 @@ def test_never_fired_in_90_days(project):
 def test_owner_no_longer_a_member_or_inactive(project, owner, outsider, django_user_model):
     outsider.email = "Oscar@Example.org"
     outsider.save()
-    django_user_model.objects.create_user("gone", email="gone@example.org", is_active=False)
+    gone = django_user_model.objects.create_user("gone", email="gone@example.org", is_active=False)
+    Membership.objects.create(user=gone, project=project, role=Role.VIEWER)
     owned_rule(project, "by-username", "olivia")
     owned_rule(project, "by-outsiders-email", "Oscar <oscar@example.org>")
     owned_rule(project, "by-inactive", "gone")
     make_rule(project, "by-team")  # "Pretrain on-call <#pretrain-oncall>" names no user
     assert Flag.OWNER_GONE not in flags_of(project, "by-username")
-    assert flags_of(project, "by-outsiders-email")[Flag.OWNER_GONE] == "oscar is not a member of the project"
+    assert flags_of(project, "by-outsiders-email")[Flag.OWNER_GONE] == "not a member of this project"
     assert flags_of(project, "by-inactive")[Flag.OWNER_GONE] == "gone is inactive"
     assert Flag.OWNER_GONE not in flags_of(project, "by-team")
 

@@ -52,7 +52,7 @@ def test_the_markdown_is_an_attachment_with_the_sections_and_the_interruption(in
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings == ["## Summary", "## Interruptions", "## Incidents", "## Decisions", "## Chronicle"]
     assert "| Name | Llama \\| fine-tune |" in text  # a bare pipe in a cell would break the table
-    assert "| 2 | rewind 50 → 40 | 40 | 60 | planned/manual (intervene by Pretrain on-call <#pretrain-oncall>) |" in text
+    assert "| 2 | rewind 50 → 40 | 40 | 60 | planned/manual (intervene by Pretrain on-call &lt;#pretrain-oncall&gt;) |" in text  # the owner text HTML-escaped (tests/test_postmortem_markdown_is_inert.py)
     assert "| intervene | NaN at step 45 | a bad batch; fp16 overflow | rewind to 40, skip batch 45 |" in text
     assert "loss-nonfinite" in text.split("## Incidents")[1]
 
