@@ -1,6 +1,7 @@
-"""One message, one delivery: a try is ended at its task's time limit however slowly its receiver answers, the sweep
-never takes back a claim whose try may still be running, and a try that lost its claim never overwrites the try that
-took it over (notifications/tasks.py)."""
+"""One message, one delivery: a try is ended at its task's soft time limit however slowly its receiver answers, and its
+process killed at the hard limit where nothing else can end it; the sweep never takes back a claim whose try may still
+be running, and a try that lost its claim never overwrites the try that took it over (notifications/tasks.py)."""
+import os
 from datetime import timedelta
 from unittest import mock
 
@@ -13,7 +14,7 @@ from notifications.models import Delivery, Notification
 from opsconsole.celery import app as celery_app
 from tests.notify_support import fire, make_channel, spike_rule
 from tests.trickle_support import TricklingReceiver
-from tests.worker_support import wait_until
+from tests.worker_support import ROOT, wait_until
 
 
 def queued_message(project, sender, url):
@@ -95,3 +96,65 @@ def test_a_try_that_lost_its_claim_does_not_overwrite_the_one_that_took_it(proje
     assert len(receiver.requests) == 1
     assert tasks.sweep_now()["queued"] == 0  # and nothing is left to send again
     assert len(receiver.requests) == 1
+
+
+# Loaded by the worker under test (its sitecustomize): the first try hangs where no soft limit reaches it, as a
+# resolver stuck in getaddrinfo does (a C call: Python's signal handlers wait for it to return).
+HANGING_FIRST_TRY = '''
+import os
+import time
+
+from celery.signals import worker_process_init
+
+
+@worker_process_init.connect
+def _first_try_hangs(**kwargs):
+    from notifications import senders
+
+    real_send = senders.send
+
+    def send(target, message):
+        try:
+            fd = os.open(os.environ["HANG_FLAG"], os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return real_send(target, message)
+        os.close(fd)
+        while True:
+            try:
+                time.sleep(1)
+            except BaseException:
+                pass
+
+    senders.send = send
+'''
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_try_past_its_hard_limit_is_killed_and_sent_again_only_by_the_sweep(celery_worker, sender, project, receiver,
+                                                                                settings, tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(HANGING_FIRST_TRY)
+    settings.NOTIFY_TIMEOUT_SECONDS = 1
+    env = {"NOTIFY_TIMEOUT_SECONDS": 1, "NOTIFY_ALLOWED_NETWORKS": "127.0.0.0/8", "HANG_FLAG": tmp_path / "hung",
+           "PYTHONPATH": f"{hook}{os.pathsep}{ROOT}"}
+    celery_app.conf.task_always_eager = True
+    notification = queued_message(project, sender, receiver.url)
+    celery_app.conf.task_always_eager = False
+    with celery_worker(pool="prefork", **env) as worker:
+        assert tasks.queue_delivery(notification.pk)
+        assert wait_until(lambda: (tmp_path / "hung").exists(), timeout=60), worker.output()[-3000:]
+        killed = lambda: "Hard time limit" in worker.output()
+        assert wait_until(killed, timeout=tasks.time_limit() + 20), f"the try was never killed\n{worker.output()[-3000:]}"
+        notification.refresh_from_db()
+        assert notification.state == "sending" and not Delivery.objects.exists()  # killed before it could say
+        assert tasks.sweep_now()["reclaimed"] == 0  # a claim this young might still be a running try's
+
+        # Once no try can hold it, the sweep sends it again: the one delivery.
+        Notification.objects.update(claimed_at=timezone.now() - timedelta(seconds=tasks.reclaim_after() + 1))
+        assert tasks.sweep_now()["reclaimed"] == 1
+        delivered = lambda: Delivery.objects.filter(notification=notification, status="ok").exists()
+        assert wait_until(delivered, timeout=60), worker.output()[-3000:]
+    assert len(receiver.requests) == 1
+    assert list(Delivery.objects.values_list("attempt", "status")) == [(2, "ok")]
