@@ -6,6 +6,17 @@ time, up to NOTIFY_MAX_TRIES tries; any other answer fails at once. With a worke
 countdown; in eager mode (the embedded console, no worker) a try runs inline once and its retries are left to
 the sweep, so a failing receiver costs ingest at most one timeout, never a back-off slept in the request.
 
+Deliveries and refreshes run on the `notifications` queue (CELERY_TASK_ROUTES), on worker processes of their own:
+evaluation never waits behind a slow receiver. At most NOTIFY_MAX_INFLIGHT_PER_PROJECT tries of one project are in
+flight at once; a try beyond it is queued again a few seconds later, so one project's slow receivers never take
+every delivery process.
+
+One message, one delivery: a try is bounded three times over, from the inside out: the sender's own deadline
+(NOTIFY_TIMEOUT_SECONDS), the task's soft time limit a little later (the try is recorded as timed out and retried),
+and its hard limit, at which the worker kills the process running it. The sweep takes a claim back only when it is
+older than the hard limit plus a margin, when no try of it can still be running; and a try's final update is
+conditional on its own claim, so a try that lost its claim never overwrites the one that took it over.
+
 The sweep (beat, NOTIFY_SWEEP_SECONDS) queues every notification whose try is due (retries, and any whose
 queueing was lost to a broker outage), puts claims a killed worker left back in the queue, and pushes firing
 incidents to Alertmanagers again before their `endsAt`, as Prometheus re-sends its firing alerts.
@@ -16,6 +27,7 @@ from datetime import timedelta
 from functools import partial
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
@@ -24,23 +36,48 @@ from kombu.exceptions import OperationalError
 
 from alerts.models import IncidentState
 from alerts.tasks import BROKER
+from ingest.models import Project
 from notifications import routing, senders
 from notifications.message import DeliveryOutcome, NotifyEvent
-from notifications.models import ChannelKind, Delivery, DeliveryStatus, Notification, NotificationState
+from notifications.models import Channel, ChannelKind, Delivery, DeliveryStatus, Notification, NotificationState
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 3600
 SWEEP_LIMIT = 500
 BROKER_ERRORS = (OperationalError, OSError, ConnectionError)
+# Past the sender's deadline: the soft limit leaves time to record the try, the hard one to be killed cleanly.
+SOFT_LIMIT_SLACK_SECONDS = 5
+HARD_LIMIT_SLACK_SECONDS = 10
+# Between a try's hard limit and the sweep taking its claim back: hosts' clocks apart (claimed_at is the
+# worker's time, the cut-off the sweep's), a worker slow to kill a process.
+RECLAIM_MARGIN_SECONDS = 30
+# A try refused by its project's in-flight bound asks again after this long.
+INFLIGHT_RECHECK_SECONDS = 2
 
 
-@shared_task(acks_late=True)
+def soft_time_limit() -> int:
+    return settings.NOTIFY_TIMEOUT_SECONDS + SOFT_LIMIT_SLACK_SECONDS
+
+
+def time_limit() -> int:
+    return settings.NOTIFY_TIMEOUT_SECONDS + HARD_LIMIT_SLACK_SECONDS
+
+
+def reclaim_after() -> int:
+    """Seconds after which a claim can only be a dead try's: no process can still be running it."""
+    return time_limit() + RECLAIM_MARGIN_SECONDS
+
+
+# The limits are enforced by a prefork worker (the default pool; the solo and threads pools enforce none). Each
+# message carries the limits of the process that queued it (limits(), which wins over these defaults), the settings
+# the sweep's reclaim_after() is computed from as well.
+@shared_task(acks_late=True, soft_time_limit=soft_time_limit(), time_limit=time_limit())
 def deliver(notification_id):
     return deliver_now(notification_id)
 
 
-@shared_task(acks_late=True)
+@shared_task(acks_late=True, soft_time_limit=soft_time_limit(), time_limit=time_limit())
 def refresh(notification_id):
     return refresh_now(notification_id)
 
@@ -48,6 +85,10 @@ def refresh(notification_id):
 @shared_task
 def sweep():
     return sweep_now()
+
+
+def limits() -> dict:
+    return {"soft_time_limit": soft_time_limit(), "time_limit": time_limit()}
 
 
 def queue_delivery(notification_id, countdown=None) -> bool:
@@ -59,7 +100,7 @@ def queue_delivery(notification_id, countdown=None) -> bool:
         return True
 
     def send():
-        deliver.apply_async((notification_id,), countdown=countdown, retry=False)
+        deliver.apply_async((notification_id,), countdown=countdown, retry=False, **limits())
         return True
 
     queued = BROKER.call(send, errors=BROKER_ERRORS, fallback=False)
@@ -68,11 +109,34 @@ def queue_delivery(notification_id, countdown=None) -> bool:
     return queued
 
 
-def _claim(notification_id, now) -> Notification | None:
-    claimed = Notification.objects.filter(
+BUSY = "busy"  # the claim's answer when the project has its most tries in flight
+
+
+def in_flight(project_id, now) -> int:
+    """Tries of a project's messages running now (claims older than reclaim_after() are dead tries': not counted)."""
+    return Notification.objects.filter(channel__project_id=project_id, state=NotificationState.SENDING,
+                                       claimed_at__gte=now - timedelta(seconds=reclaim_after())).count()
+
+
+def _claim(notification_id, now):
+    """The notification claimed for one try; None when it is not due (or sent, or claimed by another); BUSY when its
+    project already has NOTIFY_MAX_INFLIGHT_PER_PROJECT tries in flight."""
+    project_id = Channel.objects.filter(notifications__pk=notification_id).values_list("project_id", flat=True).first()
+    if project_id is None:
+        return None
+    claimable = Notification.objects.filter(
         Q(next_try_at__isnull=True) | Q(next_try_at__lte=now),
         pk=notification_id, state=NotificationState.QUEUED, channel__enabled=True,
-    ).update(state=NotificationState.SENDING, claimed_at=now, tries=F("tries") + 1)
+    )
+    with transaction.atomic():
+        # A project's claims are taken one at a time (its row locked; NO KEY, so rows pointing at the project are
+        # still written meanwhile): two workers never both see room for one more try.
+        list(Project.objects.select_for_update(no_key=True).filter(pk=project_id).values_list("pk", flat=True))
+        if not claimable.exists():
+            return None
+        if in_flight(project_id, now) >= settings.NOTIFY_MAX_INFLIGHT_PER_PROJECT:
+            return BUSY
+        claimed = claimable.update(state=NotificationState.SENDING, claimed_at=now, tries=F("tries") + 1)
     if not claimed:
         return None
     return Notification.objects.select_related("channel", "incident__run__project", "incident__origin__rule").get(pk=notification_id)
@@ -82,9 +146,21 @@ def _send(channel, incident, event) -> tuple[DeliveryOutcome, int]:
     started = time.monotonic()
     try:
         outcome = senders.send(routing.target_of(channel), routing.message_for(incident, event))
+    except SoftTimeLimitExceeded:
+        outcome = _ended()
     except Exception as exc:  # the message could not be built (the incident lost its origin)
         outcome = DeliveryOutcome(ok=False, detail=senders.short(f"{type(exc).__name__}: {exc}"))
-    return outcome, int((time.monotonic() - started) * 1000)
+    elapsed = time.monotonic() - started
+    if not outcome.ok and elapsed >= settings.NOTIFY_TIMEOUT_SECONDS + SOFT_LIMIT_SLACK_SECONDS / 2:
+        # Well past the sender's deadline, whatever ended it (the task's soft limit, which a sender catches as any
+        # other error): a timeout, retried.
+        outcome = _ended()
+    return outcome, int(elapsed * 1000)
+
+
+def _ended() -> DeliveryOutcome:
+    return DeliveryOutcome(ok=False, retry=True,
+                           detail=f"no answer within {settings.NOTIFY_TIMEOUT_SECONDS} s: the try was ended")
 
 
 def backoff(tries: int) -> int:
@@ -95,6 +171,10 @@ def deliver_now(notification_id) -> bool:
     """One try of one notification, if it is queued and due: True when it was sent."""
     now = timezone.now()
     notification = _claim(notification_id, now)
+    if notification is BUSY:
+        # Its project's other tries hold the room: asked again shortly (in eager mode, by the sweep).
+        queue_delivery(notification_id, countdown=INFLIGHT_RECHECK_SECONDS)
+        return False
     if notification is None:
         return False
     outcome, duration = _send(notification.channel, notification.incident, notification.event)
@@ -153,7 +233,8 @@ def _firing_pushes(pushed_before):
 
 def sweep_now(now=None) -> dict:
     now = now or timezone.now()
-    stuck_before = now - timedelta(seconds=settings.NOTIFY_TIMEOUT_SECONDS + 60)
+    # Only a claim no try can still hold: a try still inside its limits would otherwise be sent twice.
+    stuck_before = now - timedelta(seconds=reclaim_after())
     reclaimed = Notification.objects.filter(state=NotificationState.SENDING, claimed_at__lt=stuck_before).update(
         state=NotificationState.QUEUED, claimed_at=None, next_try_at=now)
     due = list(Notification.objects.filter(Q(next_try_at__isnull=True) | Q(next_try_at__lte=now),
@@ -169,7 +250,7 @@ def sweep_now(now=None) -> dict:
     for pk in _firing_pushes(stale).values_list("pk", flat=True)[:SWEEP_LIMIT]:
         if refresh.app.conf.task_always_eager:
             refresh_now(pk)
-        elif not BROKER.call(partial(refresh.apply_async, (pk,), retry=False), errors=BROKER_ERRORS, fallback=False):
+        elif not BROKER.call(partial(refresh.apply_async, (pk,), retry=False, **limits()), errors=BROKER_ERRORS, fallback=False):
             break
         refreshing += 1
     return {"reclaimed": reclaimed, "queued": queued, "refreshed": refreshing}

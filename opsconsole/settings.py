@@ -10,6 +10,7 @@ from pathlib import Path
 
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 from opsconsole.env import database_from_url, env_bool, env_int, env_list, env_str, env_url, redis_url, sqlite_options
 
@@ -191,6 +192,18 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # a worker evaluating a batch every few milliseconds would reconnect each time. The
 # connection kept is checked before each task instead (opsconsole/celery.py).
 CELERY_DB_REUSE_MAX = 1000
+# A delivery waits on someone else's server (up to NOTIFY_TIMEOUT_SECONDS a try); on the worker processes that
+# evaluate batches, two slow receivers held another project's NaN alert for a minute. Deliveries have a queue of
+# their own, consumed by worker processes of their own (docker-compose.yml: `-Q celery` evaluates, `-Q
+# notifications` delivers), so evaluation never waits on a receiver. A worker started without -Q consumes both:
+# one process serving everything, as in the tests and the smallest deployments, still delivers.
+NOTIFICATIONS_QUEUE = "notifications"
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name) for name in (CELERY_TASK_DEFAULT_QUEUE, NOTIFICATIONS_QUEUE)]
+CELERY_TASK_ROUTES = {
+    "notifications.tasks.deliver": {"queue": NOTIFICATIONS_QUEUE},
+    "notifications.tasks.refresh": {"queue": NOTIFICATIONS_QUEUE},
+}
 EVALUATION_SWEEP_SECONDS = env_int("EVALUATION_SWEEP_SECONDS", 60, minimum=5)
 NOTIFY_SWEEP_SECONDS = env_int("NOTIFY_SWEEP_SECONDS", 60, minimum=5)
 CELERY_BEAT_SCHEDULE = {
@@ -266,6 +279,9 @@ NOTIFY_MAX_TRIES = env_int("NOTIFY_MAX_TRIES", 5, minimum=1)
 NOTIFY_RETRY_SECONDS = env_int("NOTIFY_RETRY_SECONDS", 30, minimum=1)
 NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 5, minimum=1)
 NOTIFY_ALERTMANAGER_REFRESH_SECONDS = env_int("NOTIFY_ALERTMANAGER_REFRESH_SECONDS", 120, minimum=10)
+# Tries of one project's messages in flight at once, on every notifications worker together: one project's slow
+# receivers never take the whole pool. A try beyond it waits a few seconds and asks again.
+NOTIFY_MAX_INFLIGHT_PER_PROJECT = env_int("NOTIFY_MAX_INFLIGHT_PER_PROJECT", 4, minimum=1)
 
 # Backtests (alerts/backtest_jobs.py) run as tasks: each stops after this many seconds of replay or points
 # judged (the result says how far it got), and a project has at most this many queued or running at once.
