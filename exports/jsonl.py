@@ -13,18 +13,23 @@ was stored as NaN reads "NaN"): every line is valid JSON. `since` keeps the reco
 it (fired, opened, happened, written).
 
 Rows are read in chunks of CHUNK, each chunk's related rows prefetched with it: memory stays flat however
-large the project.
+large the project. Each chunk is its own query, taken up after the last row of the one before (by the type's
+order), in the reads' share of the database pool (opsconsole/db.py), and its connection goes back to the pool
+before its lines are handed on: a client that reads slowly holds no connection while it reads. So an export is
+not one snapshot: a record written while it streams is in it if it sorts after the chunk being read.
 """
 from datetime import UTC, datetime
 
-from django.db.models import Prefetch
+import orjson
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Prefetch, Q
 
 from alerts.incidents import incident_as_dict
 from alerts.models import Alert, AlertChange, Incident, IncidentChange
 from alerts.wire import alert_as_dict, change_as_dict, incident_change_as_dict
 from ingest.models import Event
 from ingest.wire import event_as_dict
-from reviews.log import jsonl_lines
+from opsconsole.db import read_share
 from reviews.models import LogEntry
 from reviews.wire import entry_as_dict
 
@@ -73,13 +78,31 @@ def _rows(kind, scope, since):
 
 
 AS_DICT = {"alerts": _alert, "incidents": _incident, "events": _event, "decisions": _decision}
+# Each type's order is (this field, id): a chunk starts after the (field, id) of the one before.
+ORDER_FIELD = {"alerts": "fired_at", "incidents": "opened_at", "events": "time", "decisions": "at"}
+_ENCODER = DjangoJSONEncoder()
+
+
+def _chunks(rows, field: str, as_dict):
+    """The lines of `rows` (ordered by field, id), CHUNK rows a query; the connection is given back before they are yielded."""
+    after = None
+    while True:
+        page = rows if after is None else rows.filter(Q(**{f"{field}__gt": after[0]}) | Q(**{field: after[0], "id__gt": after[1]}))
+        with read_share():
+            batch = list(page[:CHUNK])
+            # Written inside the share: a record's lazily read relation would otherwise take a connection again.
+            lines = [orjson.dumps(as_dict(row), default=_ENCODER.default) + b"\n" for row in batch]
+        yield from lines
+        if len(batch) < CHUNK:
+            return
+        after = (getattr(batch[-1], field), batch[-1].pk)
 
 
 def export_lines(scope: dict, types=TYPES, since: datetime | None = None):
     """The export's lines (bytes, each ending in a newline), read lazily: nothing is queried until iterated."""
     for kind in TYPES:
         if kind in types:
-            yield from jsonl_lines(_rows(kind, scope, since), as_dict=AS_DICT[kind], chunk=CHUNK)
+            yield from _chunks(_rows(kind, scope, since), ORDER_FIELD[kind], AS_DICT[kind])
 
 
 def parse_types(text: str) -> tuple[str, ...]:
