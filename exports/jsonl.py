@@ -13,11 +13,13 @@ was stored as NaN reads "NaN"): every line is valid JSON. `since` keeps the reco
 it (fired, opened, happened, written).
 
 Rows are read in chunks of CHUNK, each chunk's related rows prefetched with it: memory stays flat however
-large the project. Each chunk is its own query, taken up after the last row of the one before (by the type's
-order), in the reads' share of the database pool (opsconsole/db.py), and its connection goes back to the pool
-before its lines are handed on: a client that reads slowly holds no connection while it reads. So an export is
-not one snapshot: a record written while it streams is in it if it sorts after the chunk being read.
+large the project. A client that reads slowly holds no database connection while it reads: up to SEGMENT rows
+are read at the database's pace (in the reads' share of the pool, opsconsole/db.py) into a temporary file, the
+connection goes back to the pool, and the file is sent at the client's pace; the next segment is a new query
+that starts after the last row sent (by the type's order). So an export is not one snapshot: a record written
+while it streams is in it if it sorts after the segment being read.
 """
+import tempfile
 from datetime import UTC, datetime
 
 import orjson
@@ -38,6 +40,10 @@ TYPES_WORDS = f"types is a comma-separated list of {', '.join(TYPES)}"
 # The API documents and checks `types` with this pattern: what matches it is exactly what parse_types accepts.
 TYPES_PATTERN = rf"(?:{'|'.join(TYPES)})(?:,(?:{'|'.join(TYPES)}))*"
 CHUNK = 500
+# Rows a query reads before its connection goes back (the next query starts after the last): many, since each
+# query sorts the type's remaining rows again; at most some 10 MB of lines wait in a temporary file meanwhile.
+SEGMENT = 20_000
+SPOOL_IN_MEMORY = 1 << 20
 
 
 def _alert(alert) -> dict:
@@ -84,18 +90,23 @@ _ENCODER = DjangoJSONEncoder()
 
 
 def _chunks(rows, field: str, as_dict):
-    """The lines of `rows` (ordered by field, id), CHUNK rows a query; the connection is given back before they are yielded."""
-    after = None
+    """The lines of `rows` (ordered by field, id): SEGMENT rows a query, read CHUNK at a time into a temporary file
+    at the database's pace, the connection given back, then the file's lines yielded at the client's pace."""
+    after, size = None, CHUNK  # the first line leaves after one chunk; segments then grow to SEGMENT
     while True:
         page = rows if after is None else rows.filter(Q(**{f"{field}__gt": after[0]}) | Q(**{field: after[0], "id__gt": after[1]}))
-        with read_share():
-            batch = list(page[:CHUNK])
-            # Written inside the share: a record's lazily read relation would otherwise take a connection again.
-            lines = [orjson.dumps(as_dict(row), default=_ENCODER.default) + b"\n" for row in batch]
-        yield from lines
-        if len(batch) < CHUNK:
+        count, size = 0, min(size, SEGMENT)
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
+            with read_share():
+                for row in page[:size].iterator(chunk_size=CHUNK):
+                    spool.write(orjson.dumps(as_dict(row), default=_ENCODER.default) + b"\n")
+                    count += 1
+                    after = (getattr(row, field), row.pk)
+            spool.seek(0)
+            yield from spool  # one line each: JSON strings hold no raw newline
+        if count < size:
             return
-        after = (getattr(batch[-1], field), batch[-1].pk)
+        size *= 2
 
 
 def export_lines(scope: dict, types=TYPES, since: datetime | None = None):

@@ -79,7 +79,8 @@ def test_records_of_the_same_instant_across_chunks_are_each_written_once(exporte
     first = Event.objects.filter(run__run_id="exp-a").first()
     Event.objects.bulk_create([Event(run=first.run, attempt=first.attempt, step=100 + n, component=f"c{n}", condition="dead",
                                      magnitude=1.0, time=1_764_000_500.0, receipt=first.receipt) for n in range(5)])
-    monkeypatch.setattr(jsonl, "CHUNK", 2)  # the five share one time, and each chunk ends inside them
+    monkeypatch.setattr(jsonl, "CHUNK", 2)
+    monkeypatch.setattr(jsonl, "SEGMENT", 2)  # the five share one time, and each query ends inside them
     lines = strict_lines(body_of(client_for(owner).get("/api/v1/runs/exp-a/export/?types=events")))
     assert [line["step"] for line in lines] == [7, 9, 100, 101, 102, 103, 104]
 
