@@ -84,12 +84,12 @@ def _rows(kind, scope, since):
 
 
 AS_DICT = {"alerts": _alert, "incidents": _incident, "events": _event, "decisions": _decision}
-# Each type's order is (this field, id): a chunk starts after the (field, id) of the one before.
+# Each type's order is (this field, id): a segment starts after the (field, id) of the one before.
 ORDER_FIELD = {"alerts": "fired_at", "incidents": "opened_at", "events": "time", "decisions": "at"}
 _ENCODER = DjangoJSONEncoder()
 
 
-def _chunks(rows, field: str, as_dict):
+def _segments(rows, field: str, as_dict):
     """The lines of `rows` (ordered by field, id): SEGMENT rows a query, read CHUNK at a time into a temporary file
     at the database's pace, the connection given back, then the file's lines yielded at the client's pace."""
     after, size = None, CHUNK  # the first line leaves after one chunk; segments then grow to SEGMENT
@@ -113,7 +113,7 @@ def export_lines(scope: dict, types=TYPES, since: datetime | None = None):
     """The export's lines (bytes, each ending in a newline), read lazily: nothing is queried until iterated."""
     for kind in TYPES:
         if kind in types:
-            yield from _chunks(_rows(kind, scope, since), ORDER_FIELD[kind], AS_DICT[kind])
+            yield from _segments(_rows(kind, scope, since), ORDER_FIELD[kind], AS_DICT[kind])
 
 
 def parse_types(text: str) -> tuple[str, ...]:
