@@ -1,6 +1,7 @@
 """The exports app's API: a run's or a project's alerts, incidents, events and decisions as JSON Lines, streamed.
 
 Members of the project and its tokens read (any role); anyone else gets 404, as for the run's other reads.
+Exports streaming at once are limited per project and per token (exports/limits.py): beyond, 429.
 """
 from django.core.validators import RegexValidator
 from django.shortcuts import get_object_or_404
@@ -9,6 +10,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from rest_framework import serializers
 from rest_framework.views import APIView
 
+from exports import limits
 from exports.jsonl import TYPES, TYPES_PATTERN, TYPES_WORDS, export_lines
 from ingest.serializers import RUN_ID_PARAMETER, read_query
 from opsconsole.permissions import visible_projects, visible_runs
@@ -38,10 +40,16 @@ RESPONSES = {
 
 
 class _ExportView(OwnFormatParameter, APIView):
-    def export(self, request, scope: dict, name: str):
+    def export(self, request, scope: dict, project, name: str):
         query = read_query(request, ExportQuerySerializer)
         types = tuple(query["types"].split(",")) if "types" in query else TYPES
-        return streamed_download(request, export_lines(scope, types, query.get("since")), "application/x-ndjson", f"{name}.jsonl")
+        slot = limits.take(request, project)
+        try:
+            response = streamed_download(request, export_lines(scope, types, query.get("since")), "application/x-ndjson", f"{name}.jsonl")
+        except BaseException:
+            slot.give_back()
+            raise
+        return limits.held_while_streaming(response, slot)
 
 
 class RunExportView(_ExportView):
@@ -49,7 +57,7 @@ class RunExportView(_ExportView):
     def get(self, request, run_id):
         """The run's alerts, incidents, events and decisions as JSON Lines (a download)."""
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
-        return self.export(request, {"run": run}, f"run-{run.run_id}")
+        return self.export(request, {"run": run}, run.project, f"run-{run.run_id}")
 
 
 class ProjectExportView(_ExportView):
@@ -57,4 +65,4 @@ class ProjectExportView(_ExportView):
     def get(self, request, slug):
         """The alerts, incidents, events and decisions of every run of the project as JSON Lines (a download)."""
         project = get_object_or_404(visible_projects(request.user), slug=slug)
-        return self.export(request, {"run__project": project}, f"project-{project.slug}")
+        return self.export(request, {"run__project": project}, project, f"project-{project.slug}")

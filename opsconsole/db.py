@@ -6,17 +6,41 @@ left is a connection that dies while held: a worker keeps its connection from
 task to task (checked here before each task instead), and any connection can
 die mid-request. Work that is safe to repeat — a read-only request, an
 idempotent task — runs once more on a fresh connection; anything else fails
-as before.
+as before. A wait for the pool that timed out is no lost connection: it is not
+repeated (that made a blocked request wait twice the pool's timeout).
+
+Reads cannot take the whole pool. Writes — ingest above all — keep
+DATABASE_POOL_RESERVE of the pool's connections: every read-only request
+(RetryReadsMiddleware) and every chunk of a streamed export (exports/jsonl.py)
+runs inside `read_share()`, which lets at most the pool's size less that
+reserve run at once in this process (the pool is per process too). A read
+waiting for its turn holds no connection, and gives back the one it used
+when done, so a slow export reader holds none while it reads.
 """
 import logging
+import threading
+from contextlib import contextmanager
 
 from asgiref.sync import iscoroutinefunction
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, connections
+from django.http import JsonResponse
 
 log = logging.getLogger(__name__)
 
 LOST = (OperationalError, InterfaceError)
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+# How long a read waits for its share before it is refused: the pool's own default wait for a connection.
+READ_WAIT_SECONDS = 30.0
+RETRY_AFTER_SECONDS = 5
+
+
+def _pool_timed_out(exc) -> bool:
+    try:
+        from psycopg_pool import PoolTimeout
+    except ImportError:  # the embedded console, on SQLite, has no pool
+        return False
+    return isinstance(exc.__cause__, PoolTimeout)
 
 
 def _open_connections():
@@ -35,6 +59,8 @@ def once_more_if_connection_lost(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except LOST as exc:
+        if _pool_timed_out(exc):
+            raise  # every connection is busy: waiting as long once more would only double the wait
         if any(c.in_atomic_block for c in connections.all(initialized_only=True)):
             raise  # the caller's transaction is lost with it: not ours to repeat
         log.warning("database connection lost (%s: %s); running %s once more on a fresh connection",
@@ -44,8 +70,76 @@ def once_more_if_connection_lost(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
+def give_back_connections() -> None:
+    """Return this thread's connections to the pool (those outside a transaction): the next query takes one again."""
+    for conn in _open_connections():
+        if not conn.in_atomic_block and getattr(conn, "pool", None) is not None:
+            conn.close()
+
+
+class ReadsBusy(Exception):
+    """The reads' share of the pool stayed taken for READ_WAIT_SECONDS."""
+
+
+class ReadShare:
+    """At most the pool's size less DATABASE_POOL_RESERVE reads at once in this process; no limit without a pool."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._limit = None
+        self._semaphore = None
+        self._depth = threading.local()
+
+    def limit(self) -> int | None:
+        pool = connections["default"].settings_dict.get("OPTIONS", {}).get("pool")
+        if not pool:
+            return None
+        # psycopg_pool's own default size is 4 (`"pool": True`); the console always names one (opsconsole/env.py).
+        size = (pool.get("max_size") or pool.get("min_size", 4)) if isinstance(pool, dict) else 4
+        return max(1, size - settings.DATABASE_POOL_RESERVE)
+
+    def semaphore(self, limit: int) -> threading.BoundedSemaphore:
+        with self._lock:
+            if self._limit != limit:  # only when the settings change (tests), never while reads hold it
+                self._limit, self._semaphore = limit, threading.BoundedSemaphore(limit)
+            return self._semaphore
+
+    @contextmanager
+    def __call__(self, wait: float | None = None):
+        depth = getattr(self._depth, "n", 0)
+        limit = None if depth else self.limit()
+        if limit is None:  # nested in a read of this thread, which holds the turn already; or no pool
+            self._depth.n = depth + 1
+            try:
+                yield
+            finally:
+                self._depth.n = depth
+            return
+        turn = self.semaphore(limit)
+        give_back_connections()  # a connection held while waiting would be taken from the writes
+        wait = READ_WAIT_SECONDS if wait is None else wait
+        if not turn.acquire(timeout=wait):
+            raise ReadsBusy(f"{limit} reads held the database for {wait:.0f} s")
+        self._depth.n = 1
+        try:
+            yield
+        finally:
+            self._depth.n = 0
+            give_back_connections()
+            turn.release()
+
+
+read_share = ReadShare()
+
+
+def reads_busy_response(exc: ReadsBusy) -> JsonResponse:
+    log.warning("read refused: %s", exc)
+    return JsonResponse({"errors": [{"path": "", "message": "the database is busy with other reads; retry shortly"}]},
+                        status=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
 class RetryReadsMiddleware:
-    """A read-only request whose database connection was lost is answered once more on a fresh connection.
+    """A read-only request runs in the reads' share of the pool, and once more on a fresh connection if its own was lost.
 
     Last in MIDDLEWARE: its process_view calls the view itself, so no other view middleware comes after it.
     """
@@ -59,4 +153,12 @@ class RetryReadsMiddleware:
     def process_view(self, request, view, view_args, view_kwargs):
         if request.method not in SAFE_METHODS or iscoroutinefunction(view):
             return None
-        return once_more_if_connection_lost(view, request, *view_args, **view_kwargs)
+        try:
+            with read_share():
+                response = once_more_if_connection_lost(view, request, *view_args, **view_kwargs)
+                # Rendered here, not after this returns, so that a page's lazy queries run in the reads' share too.
+                if callable(getattr(response, "render", None)):
+                    response = response.render()
+                return response
+        except ReadsBusy as exc:
+            return reads_busy_response(exc)

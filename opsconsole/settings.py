@@ -100,6 +100,17 @@ else:
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Connections of the pool (DATABASE_POOL_SIZE, per process) that reads cannot take: read-only requests and
+# export chunks hold at most the rest at once, so ingest and other writes always find one (opsconsole/db.py).
+_POOL_SIZE = DATABASES["default"].get("OPTIONS", {}).get("pool", {}).get("max_size")
+DATABASE_POOL_RESERVE = env_int("DATABASE_POOL_RESERVE", min(max(1, _POOL_SIZE // 3), _POOL_SIZE - 1) if _POOL_SIZE else 0, minimum=0)
+if _POOL_SIZE and DATABASE_POOL_RESERVE >= _POOL_SIZE:
+    raise ImproperlyConfigured(f"DATABASE_POOL_RESERVE={DATABASE_POOL_RESERVE} must be less than DATABASE_POOL_SIZE={_POOL_SIZE}: "
+                               "reads need one connection at least")
+# JSON Lines exports streaming at once, per project and per token or account; beyond, 429 (exports/limits.py).
+EXPORT_MAX_CONCURRENT_PER_PROJECT = env_int("EXPORT_MAX_CONCURRENT_PER_PROJECT", 2, minimum=1)
+EXPORT_MAX_CONCURRENT_PER_TOKEN = env_int("EXPORT_MAX_CONCURRENT_PER_TOKEN", 1, minimum=1)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},

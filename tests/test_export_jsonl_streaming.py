@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from exports import jsonl
-from ingest.models import Run
+from ingest.models import Event, Run
 from opsconsole import rest
 from reviews.lifecycle import write_entry
 from tests.export_support import body_of, strict_lines
@@ -73,3 +73,14 @@ def test_over_asgi_the_lines_are_handed_over_in_batches_not_read_whole(exported,
     chunks = async_to_sync(fetch)()
     lines = strict_lines(b"".join(chunks))
     assert len(chunks) == (len(lines) + 1) // 2 and all(chunk.count(b"\n") <= 2 for chunk in chunks)
+
+
+def test_records_of_the_same_instant_across_chunks_are_each_written_once(exported, owner, monkeypatch):
+    first = Event.objects.filter(run__run_id="exp-a").first()
+    Event.objects.bulk_create([Event(run=first.run, attempt=first.attempt, step=100 + n, component=f"c{n}", condition="dead",
+                                     magnitude=1.0, time=1_764_000_500.0, receipt=first.receipt) for n in range(5)])
+    monkeypatch.setattr(jsonl, "CHUNK", 2)
+    monkeypatch.setattr(jsonl, "SEGMENT", 2)  # the five share one time, and each query ends inside them
+    lines = strict_lines(body_of(client_for(owner).get("/api/v1/runs/exp-a/export/?types=events")))
+    assert [line["step"] for line in lines] == [7, 9, 100, 101, 102, 103, 104]
+
