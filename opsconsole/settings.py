@@ -206,14 +206,19 @@ CELERY_DB_REUSE_MAX = 1000
 # A delivery waits on someone else's server (up to NOTIFY_TIMEOUT_SECONDS a try); on the worker processes that
 # evaluate batches, two slow receivers held another project's NaN alert for a minute. Deliveries have a queue of
 # their own, consumed by worker processes of their own (docker-compose.yml: `-Q celery` evaluates, `-Q
-# notifications` delivers), so evaluation never waits on a receiver. A worker started without -Q consumes both:
+# notifications` delivers), so evaluation never waits on a receiver. A worker started without -Q consumes every queue:
 # one process serving everything, as in the tests and the smallest deployments, still delivers.
+# Backtests likewise (up to BACKTEST_MAX_SECONDS of replay each): `-Q backtests`, so a rule admin's backtest never
+# holds an evaluation.
 NOTIFICATIONS_QUEUE = "notifications"
+BACKTESTS_QUEUE = "backtests"
 CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name) for name in (CELERY_TASK_DEFAULT_QUEUE, NOTIFICATIONS_QUEUE)]
+CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name)
+                      for name in (CELERY_TASK_DEFAULT_QUEUE, NOTIFICATIONS_QUEUE, BACKTESTS_QUEUE)]
 CELERY_TASK_ROUTES = {
     "notifications.tasks.deliver": {"queue": NOTIFICATIONS_QUEUE},
     "notifications.tasks.refresh": {"queue": NOTIFICATIONS_QUEUE},
+    "alerts.tasks.run_backtest": {"queue": BACKTESTS_QUEUE},
 }
 EVALUATION_SWEEP_SECONDS = env_int("EVALUATION_SWEEP_SECONDS", 60, minimum=5)
 NOTIFY_SWEEP_SECONDS = env_int("NOTIFY_SWEEP_SECONDS", 60, minimum=5)
