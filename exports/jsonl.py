@@ -13,25 +13,21 @@ was stored as NaN reads "NaN"): every line is valid JSON. `since` keeps the reco
 it (fired, opened, happened, written).
 
 Rows are read in chunks of CHUNK, each chunk's related rows prefetched with it: memory stays flat however
-large the project. A client that reads slowly holds no database connection while it reads: up to SEGMENT rows
-are read at the database's pace (in the reads' share of the pool, opsconsole/db.py) into a temporary file, the
-connection goes back to the pool, and the file is sent at the client's pace; the next segment is a new query
-that starts after the last row sent (by the type's order). So an export is not one snapshot: a record written
-while it streams is in it if it sorts after the segment being read.
+large the project. A client that reads slowly holds no database connection while it reads
+(opsconsole/streaming.py): rows are read in segments at the database's pace into a temporary file and sent from
+it, each segment a new query after the last row sent (by the type's order). So an export is not one snapshot:
+a record written while it streams is in it if it sorts after the segment being read.
 """
-import tempfile
 from datetime import UTC, datetime
 
-import orjson
-from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Prefetch, Q
+from django.db.models import Prefetch
 
 from alerts.incidents import incident_as_dict
 from alerts.models import Alert, AlertChange, Incident, IncidentChange
 from alerts.wire import alert_as_dict, change_as_dict, incident_change_as_dict
 from ingest.models import Event
 from ingest.wire import event_as_dict
-from opsconsole.db import read_share
+from opsconsole import streaming
 from reviews.models import LogEntry
 from reviews.wire import entry_as_dict
 
@@ -40,10 +36,7 @@ TYPES_WORDS = f"types is a comma-separated list of {', '.join(TYPES)}"
 # The API documents and checks `types` with this pattern: what matches it is exactly what parse_types accepts.
 TYPES_PATTERN = rf"(?:{'|'.join(TYPES)})(?:,(?:{'|'.join(TYPES)}))*"
 CHUNK = 500
-# Rows a query reads before its connection goes back (the next query starts after the last): many, since each
-# query sorts the type's remaining rows again; at most some 10 MB of lines wait in a temporary file meanwhile.
-SEGMENT = 20_000
-SPOOL_IN_MEMORY = 1 << 20
+SEGMENT = streaming.SEGMENT  # rows a query reads before its connection goes back
 
 
 def _alert(alert) -> dict:
@@ -86,34 +79,14 @@ def _rows(kind, scope, since):
 AS_DICT = {"alerts": _alert, "incidents": _incident, "events": _event, "decisions": _decision}
 # Each type's order is (this field, id): a segment starts after the (field, id) of the one before.
 ORDER_FIELD = {"alerts": "fired_at", "incidents": "opened_at", "events": "time", "decisions": "at"}
-_ENCODER = DjangoJSONEncoder()
-
-
-def _segments(rows, field: str, as_dict):
-    """The lines of `rows` (ordered by field, id): SEGMENT rows a query, read CHUNK at a time into a temporary file
-    at the database's pace, the connection given back, then the file's lines yielded at the client's pace."""
-    after, size = None, CHUNK  # the first line leaves after one chunk; segments then grow to SEGMENT
-    while True:
-        page = rows if after is None else rows.filter(Q(**{f"{field}__gt": after[0]}) | Q(**{field: after[0], "id__gt": after[1]}))
-        count, size = 0, min(size, SEGMENT)
-        with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
-            with read_share():
-                for row in page[:size].iterator(chunk_size=CHUNK):
-                    spool.write(orjson.dumps(as_dict(row), default=_ENCODER.default) + b"\n")
-                    count += 1
-                    after = (getattr(row, field), row.pk)
-            spool.seek(0)
-            yield from spool  # one line each: JSON strings hold no raw newline
-        if count < size:
-            return
-        size *= 2
 
 
 def export_lines(scope: dict, types=TYPES, since: datetime | None = None):
     """The export's lines (bytes, each ending in a newline), read lazily: nothing is queried until iterated."""
     for kind in TYPES:
         if kind in types:
-            yield from _segments(_rows(kind, scope, since), ORDER_FIELD[kind], AS_DICT[kind])
+            yield from streaming.segmented_lines(_rows(kind, scope, since), ORDER_FIELD[kind], AS_DICT[kind],
+                                                 chunk=CHUNK, segment=SEGMENT)
 
 
 def parse_types(text: str) -> tuple[str, ...]:

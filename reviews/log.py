@@ -1,8 +1,7 @@
 """Reading the decision log: the entries a person may see, filtered, and its JSONL export."""
-import orjson
-from django.core.serializers.json import DjangoJSONEncoder
 
 from opsconsole.permissions import visible_projects
+from opsconsole.streaming import segmented_lines
 from reviews.models import LogEntry
 from reviews.wire import entry_as_dict
 
@@ -27,14 +26,10 @@ def entries_for(user, *, run=None, project=None, decision=None, owner=None, sinc
     return entries.prefetch_related("corrections").order_by("at", "id")
 
 
-def _default(value):
-    return DjangoJSONEncoder().default(value)
-
-
 def jsonl_lines(rows, as_dict=entry_as_dict, chunk=500):
-    """One JSON object per row and line (`as_dict(row)`), read from the database in chunks (an export never holds the whole log).
+    """One JSON object per row and line (`as_dict(row)`) of rows ordered by (at, id), read in segments with no
+    database connection held while a slow client reads (opsconsole/streaming.py).
 
     Times are ISO 8601; values are written as the API writes them (non-finite numbers as the contract's strings).
     """
-    for row in rows.iterator(chunk_size=chunk):
-        yield orjson.dumps(as_dict(row), default=_default) + b"\n"
+    return segmented_lines(rows, "at", as_dict, chunk=chunk)
