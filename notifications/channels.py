@@ -51,7 +51,7 @@ def _control_characters(text: str) -> bool:
     return any(ord(c) < 32 or ord(c) == 127 for c in text)
 
 
-def _url_error(url) -> str | None:
+def _url_error(url, *, destination=True) -> str | None:
     if not isinstance(url, str) or not url:
         return "this channel kind needs a URL"
     if _control_characters(url):  # urlsplit drops CR, LF and tab without a word: checked on the text itself
@@ -63,7 +63,7 @@ def _url_error(url) -> str | None:
         port = parsed.port or (443 if parsed.scheme == "https" else 80)
     except ValueError:
         return "the port must be a number from 0 to 65535"
-    return _destination_error(parsed.hostname, port)
+    return _destination_error(parsed.hostname, port) if destination else None
 
 
 def _destination_error(host: str, port: int) -> str | None:
@@ -103,14 +103,17 @@ def _string_map(value, path, errors, key_re=None, reserved=()):
             errors[f"{path}.{key}"] = "must be a non-empty string of at most 500 characters"
 
 
-def channel_errors(kind, url, config, secret="") -> dict:
-    """What is wrong with a channel's kind, URL, config and secret: {field: message}."""
+def channel_errors(kind, url, config, secret="", enabled=True) -> dict:
+    """What is wrong with a channel's kind, URL, config and secret: {field: message}.
+
+    A disabled channel sends nothing, so where its URL points is not judged: an admin can switch off a channel whose
+    host has since become internal (enabling it judges it again, as every try does)."""
     if kind not in ChannelKind.values:
         return {"kind": f"must be one of {', '.join(ChannelKind.values)}"}
     errors = {}
     if problem := _secret_error(secret):
         errors["secret"] = problem
-    if kind != ChannelKind.EMAIL and (problem := _url_error(url)):
+    if kind != ChannelKind.EMAIL and (problem := _url_error(url, destination=enabled)):
         errors["url"] = problem
     if not isinstance(config, dict):
         errors["config"] = "must be an object"
@@ -170,7 +173,7 @@ def _json_size(value) -> int:
 
 
 def check(channel: Channel):
-    errors = channel_errors(channel.kind, channel.url, channel.config, channel.secret)
+    errors = channel_errors(channel.kind, channel.url, channel.config, channel.secret, channel.enabled)
     if errors:
         raise ValidationError(errors)
 

@@ -49,7 +49,8 @@ class ChannelForm(forms.Form):
     def clean(self):
         data = super().clean()
         if "kind" in data and "config" in data:
-            for path, message in channel_errors(data["kind"], data.get("url", ""), data["config"]).items():
+            for path, message in channel_errors(data["kind"], data.get("url", ""), data["config"],
+                                                 enabled=data.get("enabled", True)).items():
                 field = path.split(".")[0]
                 self.add_error(field if field in self.fields else None, message if field == path else f"{path}: {message}")
         return data

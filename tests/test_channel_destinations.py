@@ -159,3 +159,15 @@ def test_allowed_networks_are_read_from_the_environment(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "(IPv4Network('10.20.0.0/16'), IPv6Network('fd12::/64'))"
     assert start("", tmp_path).stdout.strip() == "()"  # empty by default: nothing internal is allowed
+
+
+def test_a_channel_whose_host_became_internal_can_be_switched_off_but_not_on(api, owner, project, settings):
+    channel = make_channel(project, url="http://127.0.0.1:9/hook")  # saved while loopback was allowed
+    settings.NOTIFY_ALLOWED_NETWORKS = ()
+    api.force_login(owner)
+    off = api.patch(f"/api/v1/channels/{channel.pk}/", {"enabled": False}, format="json")
+    assert off.status_code == 200, off.content
+    assert Channel.objects.get(pk=channel.pk).enabled is False
+    on = api.patch(f"/api/v1/channels/{channel.pk}/", {"enabled": True}, format="json")
+    assert on.status_code == 400 and on.json()["errors"][0]["path"] == "url"
+    assert Channel.objects.get(pk=channel.pk).enabled is False
