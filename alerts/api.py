@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from alerts import backtest_jobs, faults, incidents, rebaseline, triage
+from alerts import backtest_jobs, faults, incident_actions, incidents, rebaseline, tasks, triage
 from alerts.models import (
     Alert, AlertState, ChangeKind, IncidentState, MUTE_DURATION_CEILING, Mute, MuteEndReason, MuteScope, PermittedResponse, Rule, Verdict,
 )
@@ -100,7 +100,7 @@ class RuleViewSet(viewsets.ModelViewSet):
             raise exceptions.PermissionDenied(BACKTEST_DENIED)
         selection = {k: request.data[k] for k in ("runs", "tags", "since", "until") if k in request.data}
         try:
-            job = backtest_jobs.start(request.user, rule, runs, selection)
+            job = tasks.start_backtest(request.user, rule, runs, selection)
         except backtest_jobs.TooManyBacktests as exc:
             raise TooManyBacktests(str(exc)) from None
         body = backtest_jobs.as_dict(job)
@@ -525,7 +525,7 @@ class IncidentAcknowledgeView(_IncidentActionView):
     """Acknowledge each of its alerts that is open (or a hard invariant waiting for review), one row each."""
 
     def act(self, incident, user, body):
-        return {"changes": [change_as_dict(c) for c in incidents.acknowledge_incident(incident, user)]}
+        return {"changes": [change_as_dict(c) for c in incident_actions.acknowledge_incident(incident, user)]}
 
 
 @extend_schema_view(post=extend_schema(operation_id="incidents_verdict", request={"application/json": VERDICT_BODY}))
@@ -533,7 +533,7 @@ class IncidentVerdictView(_IncidentActionView):
     """The same verdict on each of its alerts, one row each (a note is required for a false alarm)."""
 
     def act(self, incident, user, body):
-        rows = incidents.give_incident_verdict(incident, user, body.get("verdict"), body.get("note"))
+        rows = incident_actions.give_incident_verdict(incident, user, body.get("verdict"), body.get("note"))
         return {"changes": [change_as_dict(c) for c in rows]}
 
 
@@ -545,7 +545,7 @@ class IncidentMuteView(_IncidentActionView):
     created_status = status.HTTP_201_CREATED
 
     def act(self, incident, user, body):
-        mutes = incidents.mute_incident(incident, user, body.get("scope"), body.get("reason"), body.get("expires_at"),
+        mutes = incident_actions.mute_incident(incident, user, body.get("scope"), body.get("reason"), body.get("expires_at"),
                                         duration_minutes=body.get("duration_minutes"))
         return {"mutes": [mute_as_dict(m) for m in mutes], "muted": sorted(pk for m in mutes for pk in m.muted)}
 

@@ -69,14 +69,13 @@ def start(user, rule: Rule, runs, asked: dict) -> BacktestJob:
             draft=None if rule.pk else {f: getattr(rule, f) for f in DRAFT_FIELDS},
             asked=asked, run_ids=[r.run_id for r in runs],
         )
-    # Queued after the commit above, so the worker finds the row; eager (embedded), it runs right here.
-    from alerts.tasks import queue_backtest
+    return job  # QUEUED: alerts.tasks.start_backtest hands it to a worker
 
-    if not queue_backtest(job.pk):
-        BacktestJob.objects.filter(pk=job.pk, state=BacktestState.QUEUED).update(
-            state=BacktestState.FAILED, finished_at=timezone.now(), error="the task queue is unreachable; start it again later")
-    job.refresh_from_db()
-    return job
+
+def queue_failed(job) -> None:
+    """The broker could not take the job: it fails at once, since nothing would ever run it."""
+    BacktestJob.objects.filter(pk=job.pk, state=BacktestState.QUEUED).update(
+        state=BacktestState.FAILED, finished_at=timezone.now(), error="the task queue is unreachable; start it again later")
 
 
 def run(job_id: int) -> bool:

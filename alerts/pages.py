@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from alerts import backtest, backtest_jobs, describe, faults, incidents, rebaseline, review, triage
+from alerts import backtest, backtest_jobs, describe, faults, incident_actions, incidents, rebaseline, review, tasks, triage
 from alerts.fatigue import rules_to_fix_first
 from alerts.forms import RuleForm
 from alerts.models import Alert, AlertState, Incident, Mute, MuteEndReason, MuteScope, Rule, RuleRevision, Verdict
@@ -173,7 +173,7 @@ def rule_backtest(request):
         try:
             rule.full_clean(validate_unique=False, validate_constraints=False)
             runs = backtest.chosen_runs(rule.project, run_ids=run_ids)
-            job = backtest_jobs.start(request.user, rule, runs, {"runs": run_ids} if run_ids else {})
+            job = tasks.start_backtest(request.user, rule, runs, {"runs": run_ids} if run_ids else {})
         except ValidationError as exc:
             form.add_model_errors(exc)
         except backtest.BadSelection as exc:
@@ -430,7 +430,7 @@ def _incident_label(incident):
 
 def _mute_incident(incident, user, post):
     try:
-        return incidents.mute_incident(incident, user, post.get("scope"), post.get("reason", ""),
+        return incident_actions.mute_incident(incident, user, post.get("scope"), post.get("reason", ""),
                                        duration_minutes=post.get("duration_minutes"))
     except ValidationError as exc:
         raise ValidationError(_duration_words(exc.message_dict)) from None
@@ -438,14 +438,14 @@ def _mute_incident(incident, user, post):
 
 incident_acknowledge = _action(
     "acknowledge", [],
-    lambda incident, user, post: incidents.acknowledge_incident(incident, user),
+    lambda incident, user, post: incident_actions.acknowledge_incident(incident, user),
     lambda incident, rows: (messages.SUCCESS, f"Acknowledged {_incident_label(incident)}: {len(rows)} alert(s).") if rows
     else (messages.INFO, f"{_incident_label(incident).capitalize()} was acknowledged already."),
     kind="incident",
 )
 incident_verdict = _action(
     "verdict", ["verdict", "note"],
-    lambda incident, user, post: incidents.give_incident_verdict(incident, user, post.get("verdict"), post.get("note", "")),
+    lambda incident, user, post: incident_actions.give_incident_verdict(incident, user, post.get("verdict"), post.get("note", "")),
     lambda incident, rows: (messages.SUCCESS, f"Verdict on {_incident_label(incident)} ({len(rows)} alerts): "
                                               f"{Verdict(rows[0].verdict).label.lower()}."),
     kind="incident",

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from alerts import engine
+from alerts import backtest_jobs, engine
 from alerts.silence import alert_silent_runs
 from alerts.triage import sweep_mutes
 from ingest.models import BatchReceipt, Run, RunStatus
@@ -157,11 +157,19 @@ def queue_stored_batch(sender, receipt_id, **kwargs):
     queue_evaluation(receipt_id)
 
 
+def start_backtest(user, rule, runs, asked):
+    """Record a backtest job (alerts/backtest_jobs.py: who may, the project's limit) and queue it after the commit,
+    so the worker finds the row; eager (embedded), it runs right here. The job as it stands afterwards."""
+    job = backtest_jobs.start(user, rule, runs, asked)
+    if not queue_backtest(job.pk):
+        backtest_jobs.queue_failed(job)
+    job.refresh_from_db()
+    return job
+
+
 @shared_task(acks_late=True)
 def run_backtest(job_id):
     """Replay a backtest job within its budget (alerts/backtest_jobs.py); False when it was taken already."""
-    from alerts import backtest_jobs
-
     return backtest_jobs.run(job_id)
 
 

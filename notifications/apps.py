@@ -8,6 +8,7 @@ class NotificationsConfig(AppConfig):
     def ready(self):
         # Alerts announce; notifications subscribe (alerts never import notifications).
         from alerts import signals
-        from notifications import routing
+        from notifications import tasks
 
-        signals.incident_changed.connect(routing.incident_changed, dispatch_uid="notifications.incident_changed")
+        # The receiver runs inside evaluation's transaction: one read, the routing and queueing after commit.
+        signals.incident_changed.connect(tasks.incident_changed, dispatch_uid="notifications.incident_changed")

@@ -8,20 +8,17 @@
 - A mute covering the incident's origin (the origin alert is muted, or the whole incident is) holds sending: the
   message is recorded `held`, and sent if the mute ends while the incident is still open.
 
-The receiver of alerts.signals.incident_changed runs inside evaluation's transaction: it reads one row (does the
-project have an enabled channel?) and leaves the rest for after commit. Routing then writes the Notification
-rows (unique per incident, channel, event and key, so routing twice sends once) and queues one delivery task
-each (notifications/tasks.py); nothing here touches the network, and nothing raises into evaluation.
+Routing writes the Notification rows (unique per incident, channel, event and key, so routing twice sends once)
+and answers the ids to deliver; notifications/tasks.py, which receives alerts.signals.incident_changed, routes
+after evaluation commits and queues one delivery task each. Nothing here touches the network.
 """
 from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from functools import partial
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -35,29 +32,6 @@ log = logging.getLogger(__name__)
 GROWN = {IncidentChangeKind.JOINED, IncidentChangeKind.ORIGIN}
 # The run page link shows this many steps either side of the incident's first step.
 RUN_LINK_STEPS = 100
-
-
-def incident_changed(sender, incident, kinds, now, **kwargs):
-    """alerts.signals.incident_changed: one query in evaluation's transaction, the routing after it commits."""
-    try:
-        if incident.severity == PermittedResponse.OBSERVE:
-            return
-        if not Channel.objects.filter(project_id=incident.run.project_id, enabled=True).exists():
-            return
-    except Exception:  # never into evaluation
-        log.exception("notifications: could not check incident %s for channels", incident.pk)
-        return
-    transaction.on_commit(partial(_route_committed, incident.pk, [str(k) for k in kinds], now))
-
-
-def _route_committed(incident_id, kinds, now):
-    from notifications.tasks import queue_delivery
-
-    try:
-        for notification_id in route(incident_id, kinds, now):
-            queue_delivery(notification_id)
-    except Exception:
-        log.exception("notifications: routing incident %s failed", incident_id)
 
 
 def held(incident) -> bool:

@@ -34,7 +34,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from alerts.models import IncidentState
+from alerts.models import IncidentState, PermittedResponse
 from alerts.tasks import BROKER
 from ingest.models import Project
 from notifications import routing, senders
@@ -254,3 +254,26 @@ def sweep_now(now=None) -> dict:
             break
         refreshing += 1
     return {"reclaimed": reclaimed, "queued": queued, "refreshed": refreshing}
+
+
+# --- what evaluation announces -----------------------------------------------------------------------------
+
+def incident_changed(sender, incident, kinds, now, **kwargs):
+    """alerts.signals.incident_changed: one query in evaluation's transaction, the routing after it commits."""
+    try:
+        if incident.severity == PermittedResponse.OBSERVE:
+            return
+        if not Channel.objects.filter(project_id=incident.run.project_id, enabled=True).exists():
+            return
+    except Exception:  # never into evaluation
+        log.exception("notifications: could not check incident %s for channels", incident.pk)
+        return
+    transaction.on_commit(partial(_route_committed, incident.pk, [str(k) for k in kinds], now))
+
+
+def _route_committed(incident_id, kinds, now):
+    try:
+        for notification_id in routing.route(incident_id, kinds, now):
+            queue_delivery(notification_id)
+    except Exception:
+        log.exception("notifications: routing incident %s failed", incident_id)

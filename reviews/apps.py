@@ -8,7 +8,10 @@ class ReviewsConfig(AppConfig):
     def ready(self):
         # Alerts announce; reviews subscribe (alerts never import reviews).
         from alerts import signals
-        from reviews import triggers
+        from reviews import signals as review_signals
+        from reviews import tasks, triggers
 
         signals.alert_fired.connect(triggers.review_for_fired_alert, dispatch_uid="reviews.alert_fired")
         signals.batch_evaluated.connect(triggers.reviews_due_after_batch, dispatch_uid="reviews.batch_evaluated")
+        # The domain announces a review opened; the task layer fills it (triggers never import tasks).
+        review_signals.review_opened.connect(tasks.review_opened, dispatch_uid="reviews.review_opened")

@@ -104,6 +104,13 @@ class ReviewSchedule(models.Model):
     def clean(self):
         schedule_bounds(self.every_steps, self.every_hours)
 
+    @classmethod
+    def of(cls, run) -> "ReviewSchedule | None":
+        """The run's own schedule, else its project's."""
+        schedules = {s.run_id: s for s in cls.objects.filter(project_id=run.project_id).filter(run__isnull=True)
+                     | cls.objects.filter(run=run)}
+        return schedules.get(run.pk) or schedules.get(None)
+
 
 def schedule_bounds(every_steps, every_hours):
     """A schedule's figures, or the ValidationError naming the field below its floor (or neither given)."""

@@ -37,6 +37,11 @@ def queue_fill(review_id) -> bool:
     return BROKER.call(send, errors=(OperationalError, OSError, ConnectionError), fallback=False)
 
 
+def review_opened(sender, review_id, **kwargs):
+    """reviews.signals.review_opened: the new review's steps are filled by a worker (here and now when eager)."""
+    queue_fill(review_id)
+
+
 @shared_task
 def open_due_reviews():
     """Periodic (Celery beat): reviews due by the hour or at a decision's next-review time, and any left unfilled."""

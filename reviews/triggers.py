@@ -21,6 +21,7 @@ from django.utils import timezone
 from alerts.models import PermittedResponse
 from alerts.tasks import EVALUATION_LOCK_BASE
 from ingest.models import Run, RunStatus
+from reviews import signals
 from reviews.models import LogEntry, Review, ReviewSchedule, ReviewState, ReviewTrigger
 
 log = logging.getLogger(__name__)
@@ -28,9 +29,7 @@ log = logging.getLogger(__name__)
 
 def _opened(review):
     if review is not None:
-        from reviews.tasks import queue_fill
-
-        transaction.on_commit(lambda: queue_fill(review.pk))
+        transaction.on_commit(lambda: signals.review_opened.send(sender=Review, review_id=review.pk))
     return review
 
 
@@ -87,7 +86,7 @@ def reviews_due_after_batch(sender, run, receipt, now, **kwargs):
     step = run.last_step  # alerts/engine.py sets it on the run it passes (the row is written after the rules)
     if step is None:
         return
-    schedule = schedule_of(run)
+    schedule = ReviewSchedule.of(run)
     if schedule is not None and schedule.every_steps and not _finished(run):
         due = (step // schedule.every_steps) * schedule.every_steps
         # Every later batch sees the same due step: a read answers it, not an insert refused by the constraint.
@@ -110,13 +109,6 @@ def _waiting_entries(run, **trigger) -> list:
     return [e for e in entries if f"entry:{e.pk}" not in opened]
 
 
-def schedule_of(run) -> ReviewSchedule | None:
-    """The run's own schedule, else its project's."""
-    schedules = {s.run_id: s for s in ReviewSchedule.objects.filter(project_id=run.project_id).filter(run__isnull=True)
-                 | ReviewSchedule.objects.filter(run=run)}
-    return schedules.get(run.pk) or schedules.get(None)
-
-
 def open_due_reviews(now=None) -> int:
     """The periodic task's part: hourly schedules and next-review times that came due. Returns how many opened."""
     now = now or timezone.now()
@@ -127,7 +119,7 @@ def open_due_reviews(now=None) -> int:
     sending = sending_runs(now)
     candidates = sending.filter(project_id__in=projects) | sending.filter(pk__in=hourly.filter(run__isnull=False).values("run_id"))
     for run in candidates.select_related("project").distinct():
-        schedule = schedule_of(run)
+        schedule = ReviewSchedule.of(run)
         if schedule is None or not schedule.every_hours or (run.pk in runs_with_own and schedule.run_id != run.pk):
             continue
         hours = (now - run.created_at).total_seconds() / 3600

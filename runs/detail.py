@@ -10,6 +10,7 @@ from alerts.starter import console_link
 from ingest.models import Layer, Series
 from ingest.phases import phase_spans
 from ingest.serializers import AttemptSerializer
+from reviews.models import ReviewSchedule
 
 LAYER_ORDER = [Layer.OPTIMIZATION, Layer.NUMERICS, Layer.GENERALIZATION, Layer.DATA, Layer.SYSTEM]
 LAYER_HINT = {
@@ -66,13 +67,6 @@ def first_trouble(alerts):
         if alert.component not in first or alert.first_step < first[alert.component]:
             first[alert.component] = alert.first_step
     return first
-
-
-def review_schedule_of(run):
-    """The schedule reviews of this run open by (its own, else its project's), or None."""
-    from reviews.triggers import schedule_of
-
-    return schedule_of(run)
 
 
 def run_page(run) -> dict:
@@ -134,5 +128,5 @@ def run_page(run) -> dict:
         "chart": chart,
         "reviews": list(run.reviews.select_related("opened_by").order_by("-opened_at", "-id")[:10]),
         "decisions": run.log_entries.count(),
-        "review_schedule": review_schedule_of(run),
+        "review_schedule": ReviewSchedule.of(run),
     }

@@ -3,7 +3,7 @@ AlertChange row (who, when), the incident one row for the action, and its state 
 import pytest
 from django.core.exceptions import ValidationError
 
-from alerts.incidents import acknowledge_incident, give_incident_verdict, mute_incident
+from alerts.incident_actions import acknowledge_incident, give_incident_verdict, mute_incident
 from alerts.models import Alert, AlertChange, IncidentChange, Mute
 from tests.incident_support import COMPONENTS, healthy, incidents, nan_in_one_weight, send, starter_project
 

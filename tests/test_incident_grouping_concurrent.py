@@ -5,7 +5,8 @@ import threading
 import pytest
 from django.db import connection
 
-from alerts.incidents import acknowledge_incident, group_new_alerts
+from alerts.incident_actions import acknowledge_incident
+from alerts.incidents import group_new_alerts
 from alerts.models import AlertChange, Incident, IncidentChange
 from ingest.models import Run
 from tests.factories import make_alert, make_rule

@@ -117,3 +117,57 @@ def test_the_image_installs_every_packaged_app():
     dockerfile = (ROOT / "Dockerfile").read_text()
     before_install = dockerfile[: dockerfile.index("RUN pip install")]
     assert {app for app in packaged if f"COPY {app} ./{app}" not in before_install} == set()
+
+
+def project_modules() -> dict[str, Path]:
+    modules = {}
+    for app in APPS:
+        for path in (ROOT / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            modules[name.removesuffix(".__init__")] = path
+    return modules
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan): each is a circle of imports."""
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in graph[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    # Imports inside functions count too: a deferred import hides a circle from Python, not from a reader.
+    modules = project_modules()
+    graph = {name: {m for m in imported_modules(path) if m in modules and m != name} for name, path in modules.items()}
+    assert import_circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle_through_three_modules():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_circles(graph) == [["a", "b", "c"]]

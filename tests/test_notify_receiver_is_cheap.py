@@ -5,7 +5,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from alerts.models import Incident
-from notifications import routing
+from notifications import tasks
 from tests.notify_support import fire, make_channel, spike_rule
 
 
@@ -16,7 +16,7 @@ def test_the_receiver_reads_one_row_and_leaves_the_rest_for_after_commit(project
     make_channel(project, url=receiver.url)
     incident = Incident.objects.select_related("run").get()
     with django_capture_on_commit_callbacks() as callbacks, transaction.atomic(), django_assert_num_queries(1):
-        routing.incident_changed(Incident, incident=incident, kinds=["joined"], now=timezone.now())
+        tasks.incident_changed(Incident, incident=incident, kinds=["joined"], now=timezone.now())
     assert receiver.requests == [] and len(callbacks) == 1  # sent only once the change is committed
 
 

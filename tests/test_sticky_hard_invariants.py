@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from alerts import review, triage
 from alerts.models import Alert, AlertChange
 from ingest.models import Run
-from alerts.incidents import acknowledge_incident
+from alerts.incident_actions import acknowledge_incident
 from tests.incident_support import healthy, incidents, send, starter_project
 from tests.factories import make_alert, make_rule
 
