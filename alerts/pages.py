@@ -265,7 +265,13 @@ def _render_inbox(request, failed=None, status=200):
         alert.failed = failed_on("alert", alert.pk)
     entries = _by_incident(page.object_list, may_act, failed_on)
     quiet = quiet_count = None
+    unreviewed_runs = []
     if filters["state"] == "open":
+        # Runs with an alert nobody acted on: the default view never reads as all clear while one exists.
+        unreviewed_runs = sorted(set(
+            triage.inbox_alerts(request.user, state="all", project=filters["project"], rule=filters["rule"])
+            .filter(review.unreviewed_q()).values_list("run__run_id", flat=True)
+        ))
         # Alerts that ended by themselves with nobody's verdict: counted, so false-alarm rates can be.
         unjudged = triage.inbox_alerts(request.user, state=triage.RESOLVED_NO_VERDICT, project=filters["project"],
                                        rule=filters["rule"])
@@ -284,6 +290,7 @@ def _render_inbox(request, failed=None, status=200):
         "entries": entries,
         "quiet": quiet,
         "quiet_count": quiet_count,
+        "unreviewed_runs": unreviewed_runs,
         "filters": filters,
         "filter_errors": filter_errors,
         "states": [(value, STATE_LABELS[value]) for value in triage.INBOX_STATES],

@@ -52,8 +52,24 @@ def resolved_no_verdict(alerts):
     )
 
 
+def unreviewed_q(prefix: str = "") -> Q:
+    """Alerts that ended with no person's word at all: no verdict, never acknowledged, never resolved by hand and
+    no decision naming them or their incident (reviews/lifecycle.py marks those reviewed).
+
+    Wider than needs_review_q: any rule's alert, not only hard invariants. It does not keep the alert in the
+    inbox's list (false alarms would pile up there), but its run is never shown as plainly healthy.
+    """
+    return Q(**{f"{prefix}state": AlertState.RESOLVED, f"{prefix}reviewed_at__isnull": True,
+                f"{prefix}verdict__isnull": True})
+
+
+def unreviewed(alert) -> bool:
+    """In Python, what unreviewed_q says in SQL."""
+    return alert.state == AlertState.RESOLVED and alert.reviewed_at is None and alert.verdict is None
+
+
 def runs_needing_review(runs) -> set[int]:
-    """The pks of `runs` (a queryset or pks) with an alert that needs review."""
+    """The pks of `runs` (a queryset or pks) with an alert that needs review or ended with nobody's word on it."""
     return set(
-        Alert.objects.filter(needs_review_q(), run__in=runs).values_list("run_id", flat=True).distinct()
+        Alert.objects.filter(needs_review_q() | unreviewed_q(), run__in=runs).values_list("run_id", flat=True).distinct()
     )

@@ -199,6 +199,8 @@ class DecisionSerializer(_EntryFields):
                                                    help_text="terminate: the reviewer confirms the artifacts are preserved")
     accept_rewind = serializers.BooleanField(required=False, default=False,
                                              help_text="intervene on an incident: record the proposed rewind")
+    run_finished_ok = serializers.BooleanField(required=False, default=False,
+                                               help_text="intervene or terminate on a finished run: the reviewer means it")
 
 
 def _entry_fields(body) -> dict:
@@ -214,6 +216,7 @@ class ReviewDecisionView(_JsonBodies, APIView):
     @extend_schema(operation_id="reviews_decide", request=DecisionSerializer,
                    responses={201: OpenApiTypes.OBJECT, **errors(403, 404)},
                    description="Decided once (400 naming `review` after that). Terminate needs artifacts_preserved=true; "
+                               "intervene or terminate on a finished run needs run_finished_ok=true; "
                                "intervene needs the action; next_review.step after the run's newest step, next_review.at "
                                "in the future, next_review.rule a rule of the project (400 naming the field otherwise).")
     def post(self, request, pk):
@@ -224,7 +227,7 @@ class ReviewDecisionView(_JsonBodies, APIView):
         entry = _domain(
             lifecycle.decide, review, by=request.user, decision=body["decision"],
             evidence=[dict(e) for e in body.get("evidence", [])], artifacts_preserved=body["artifacts_preserved"],
-            accept_rewind=body["accept_rewind"], **_entry_fields(body),
+            accept_rewind=body["accept_rewind"], run_finished_ok=body["run_finished_ok"], **_entry_fields(body),
         )
         return Response({"review": review_as_dict(_review(request, pk)), "entry": entry_as_dict(entry)}, status=status.HTTP_201_CREATED)
 

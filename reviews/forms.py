@@ -62,12 +62,15 @@ class DecisionForm(_EntryForm):
                                          help_text="picked from steps 1-5")
     artifacts_preserved = forms.BooleanField(required=False, label="Terminate: the run's artifacts are preserved")
     accept_rewind = forms.BooleanField(required=False, label="Record the proposed rewind with the decision")
+    run_finished_ok = forms.BooleanField(required=False, label="The run has finished: intervene or terminate it anyway")
 
     field_order = ["decision", "observation", "explanations", "action", "owner", "expected_next", "evidence",
-                   "next_step", "next_at", "next_rule", "artifacts_preserved", "accept_rewind"]
+                   "next_step", "next_at", "next_rule", "artifacts_preserved", "accept_rewind", "run_finished_ok"]
 
-    def __init__(self, *args, evidence=(), **kwargs):
+    def __init__(self, *args, evidence=(), run_finished=False, **kwargs):
         super().__init__(*args, **kwargs)
+        if not run_finished:  # the acknowledgement is only asked where it means something
+            del self.fields["run_finished_ok"]
         self.evidence_items = {key: item for key, _, item in evidence}
         self.fields["evidence"].choices = [(key, f"Step {number}: {item['label']}") for key, number, item in evidence]
 
@@ -79,6 +82,7 @@ class DecisionForm(_EntryForm):
             "evidence": [self.evidence_items[key] for key in data.get("evidence", [])],
             "artifacts_preserved": data.get("artifacts_preserved", False),
             "accept_rewind": data.get("accept_rewind", False),
+            "run_finished_ok": data.get("run_finished_ok", False),
         }
 
 

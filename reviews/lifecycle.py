@@ -13,10 +13,13 @@ from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.urls import Resolver404, get_script_prefix, resolve
 from django.utils import timezone
 
-from alerts.models import Rule
+from alerts import incidents as alert_incidents
+from alerts.models import Alert, Rule
+from ingest.models import RunStatus
 from reviews.models import (
     ActivityKind, DecisionKind, LogEntry, Review, ReviewActivity, ReviewState, ReviewStep, ReviewTrigger, StepState,
 )
@@ -27,6 +30,10 @@ MAX_LINKS = 200
 LINK_KINDS = ("alerts", "incidents", "reviews", "steps", "runs")
 NEXT_REVIEW_KEYS = ("step", "at", "rule")
 TRIAGE_DENIED = "reviews and the decision log are written by the on-call and rule admin roles of the run's project"
+FINISHED_WARNING = (
+    "This run has finished: nothing is running to intervene on or terminate. Confirm that you mean to record "
+    "this decision on a finished run."
+)
 INTERVENE_WARNING = (
     "Changing what the run computes (data, objective, architecture, optimizer semantics) makes it a new "
     "experiment: compare it as one, not as the same run."
@@ -311,10 +318,19 @@ def next_review_trigger(value, run, *, now) -> dict | None:
     return trigger or None
 
 
+def run_finished(run) -> bool:
+    """Finished, or at the end of its budget (the evaluation that says so may not have run yet)."""
+    budget_steps = (run.budget or {}).get("steps")
+    return run.status == RunStatus.FINISHED or bool(budget_steps and run.last_step is not None and run.last_step >= budget_steps)
+
+
 def write_entry(run, *, by, observation, explanations, action="", owner="", expected_next="", links=None,
                 next_review=None, corrects=None, decision="", review=None, artifacts_preserved=False,
-                rewind=None, now=None) -> LogEntry:
-    """Append one entry to the run's decision log (a correction names the entry it corrects)."""
+                rewind=None, run_finished_ok=False, now=None) -> LogEntry:
+    """Append one entry to the run's decision log (a correction names the entry it corrects).
+
+    A decision that names alerts or incidents (links) is a person's word on them: their alerts count as reviewed.
+    """
     now = now or timezone.now()
     if decision and decision not in DecisionKind.values:
         raise ValidationError({"decision": "continue, intervene or terminate"})
@@ -337,15 +353,28 @@ def write_entry(run, *, by, observation, explanations, action="", owner="", expe
     if decision == DecisionKind.TERMINATE and artifacts_preserved is not True:
         where = f"the last checkpoint is at step {checkpoint}" if checkpoint is not None else "no checkpoint was reported"
         raise ValidationError({"artifacts_preserved": f"confirm that the run's artifacts are preserved before terminating ({where})"})
-    return LogEntry.objects.create(
-        project=run.project, run=run, review=review, decision=decision, author=by, at=now, step=run.max_step,
-        links=links, next_review=trigger, artifacts_preserved=bool(artifacts_preserved) and decision == DecisionKind.TERMINATE,
-        last_checkpoint_step=checkpoint, rewind=rewind, corrects=corrects, **fields,
-    )
+    if decision in (DecisionKind.INTERVENE, DecisionKind.TERMINATE) and run_finished(run) and run_finished_ok is not True:
+        raise ValidationError({"run_finished_ok": f"run {run.run_id} has finished: confirm that you mean to record "
+                                                  f"a {decision} decision on a finished run (run_finished_ok: true)"})
+    with transaction.atomic():
+        entry = LogEntry.objects.create(
+            project=run.project, run=run, review=review, decision=decision, author=by, at=now, step=run.max_step,
+            links=links, next_review=trigger, artifacts_preserved=bool(artifacts_preserved) and decision == DecisionKind.TERMINATE,
+            last_checkpoint_step=checkpoint, rewind=rewind, corrects=corrects, **fields,
+        )
+        if decision and (links.get("alerts") or links.get("incidents")):
+            named = Alert.objects.filter(Q(pk__in=links.get("alerts") or []) | Q(incident_id__in=links.get("incidents") or []),
+                                         run__project=run.project, reviewed_at__isnull=True)
+            touched = set(named.exclude(incident__isnull=True).values_list("incident_id", flat=True))
+            # Conditional: the first person's look is the one kept (as alerts/triage.py does).
+            named.update(reviewed_at=now)
+            for incident_id in sorted(touched):  # an incident waiting for review is no longer
+                alert_incidents.refresh(incident_id, by=by, now=now)
+    return entry
 
 
 def decide(review, *, by, decision, observation, explanations, action="", owner="", expected_next="", evidence=None,
-           links=None, next_review=None, artifacts_preserved=False, accept_rewind=False) -> LogEntry:
+           links=None, next_review=None, artifacts_preserved=False, accept_rewind=False, run_finished_ok=False) -> LogEntry:
     """Step 6: the decision, written to the log once; the review is claimed with a conditional update."""
     if decision not in DecisionKind.values:
         raise ValidationError({"decision": "continue, intervene or terminate"})
@@ -359,10 +388,12 @@ def decide(review, *, by, decision, observation, explanations, action="", owner=
         links.setdefault("alerts", [])
         if review.alert_id not in links["alerts"]:
             links["alerts"].append(review.alert_id)
-    if review.incident_id:
+    # A review of an alert is a review of its incident too: the decision handles both.
+    incident_id = review.incident_id or (review.alert.incident_id if review.alert_id else None)
+    if incident_id:
         links.setdefault("incidents", [])
-        if review.incident_id not in links["incidents"]:
-            links["incidents"].append(review.incident_id)
+        if incident_id not in links["incidents"]:
+            links["incidents"].append(incident_id)
     rewind = proposed_rewind(review) if accept_rewind else None
     now = timezone.now()
     with transaction.atomic():
@@ -371,7 +402,7 @@ def decide(review, *, by, decision, observation, explanations, action="", owner=
         entry = write_entry(
             review.run, by=by, observation=observation, explanations=explanations, action=action, owner=owner,
             expected_next=expected_next, links=links, next_review=next_review, decision=decision, review=review,
-            artifacts_preserved=artifacts_preserved, rewind=rewind, now=now,
+            artifacts_preserved=artifacts_preserved, rewind=rewind, run_finished_ok=run_finished_ok, now=now,
         )
         ReviewStep.objects.filter(review=review, number=6).update(
             state=StepState.PASS, summary=f"{decision}: {entry.observation[:200]}", filled_at=now, checked_by=by, checked_at=now,

@@ -47,8 +47,10 @@ def review(request, pk, decision_form=None, status=200):
         step.facts = _facts(step.findings)
     evidence = _step_evidence(steps)
     may_act = can_triage(request.user, review.run.project)
+    finished = lifecycle.run_finished(review.run)
     form = decision_form or DecisionForm(
-        evidence=evidence, rules=_rule_names(review.run), initial={"owner": review.run.project.owner_name}
+        evidence=evidence, rules=_rule_names(review.run), initial={"owner": review.run.project.owner_name},
+        run_finished=finished,
     )
     comparisons = Run.objects.filter(project=review.run.project).exclude(pk=review.run_id).order_by("-reference", "run_id")[:200]
     return render(request, "reviews/review.html", {
@@ -63,6 +65,7 @@ def review(request, pk, decision_form=None, status=200):
         "last_checkpoint": _last_checkpoint(review.run),
         "rewind": rewind_words(lifecycle.proposed_rewind(review)) if review.state == ReviewState.OPEN else None,
         "intervene_warning": lifecycle.INTERVENE_WARNING,
+        "finished_warning": lifecycle.FINISHED_WARNING if finished else None,
         "trigger_words": lifecycle.TRIGGER_WORDS[review.trigger],
     }, status=status)
 
@@ -139,7 +142,8 @@ def review_decide(request, pk):
     review_row = _review_or_404(request, pk)
     _acting(request, review_row.run.project)
     evidence = _step_evidence(list(review_row.steps.all()))
-    form = DecisionForm(request.POST, evidence=evidence, rules=_rule_names(review_row.run))
+    form = DecisionForm(request.POST, evidence=evidence, rules=_rule_names(review_row.run),
+                        run_finished=lifecycle.run_finished(review_row.run))
     if form.is_valid():
         try:
             entry = lifecycle.decide(review_row, by=request.user, **form.domain_fields())

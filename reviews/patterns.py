@@ -102,11 +102,14 @@ def incident_handling(project) -> dict:
             Alert.objects.filter(incident__in=incidents, rule__permitted_response__in=AUTOMATIC_RESPONSES,
                                  rule__kind__in=HARD_INVARIANT_KINDS).values_list("incident_id", flat=True)
         )
-    human = set()
+    human, named_alerts = set(), set()
     for links in LogEntry.objects.filter(project=project).exclude(links={}).values_list("links", flat=True):
-        for ident in (links or {}).get("incidents") or []:
-            if isinstance(ident, int) and not isinstance(ident, bool):
-                human.add(ident)
+        for key, found in (("incidents", human), ("alerts", named_alerts)):
+            for ident in (links or {}).get(key) or []:
+                if isinstance(ident, int) and not isinstance(ident, bool):
+                    found.add(ident)
+    # An entry naming one of an incident's alerts names the incident.
+    human |= set(Alert.objects.filter(pk__in=named_alerts, incident__in=incidents).values_list("incident_id", flat=True))
     human |= set(Review.objects.filter(run__project=project, incident__isnull=False, decision__isnull=False)
                  .values_list("incident_id", flat=True))
     rows = []

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 from alerts.wire import alert_as_dict
 from alerts.models import Alert, AlertState, Rule
-from alerts.review import needs_review
+from alerts.review import needs_review, unreviewed
 from alerts.starter import console_link
 from ingest.models import Layer, Series
 from ingest.phases import phase_spans
@@ -113,8 +113,9 @@ def run_page(run) -> dict:
         "run": run,
         "alerts": sorted(alerts, key=lambda a: (a.state == AlertState.RESOLVED, a.first_step, a.id)),
         "open_alerts": [a for a in alerts if a.state != AlertState.RESOLVED],
-        # Hard invariants that cleared with nobody looking: the run needs review until someone has (alerts/review.py).
-        "needs_review": [a for a in alerts if needs_review(a)],
+        # Alerts that ended with nobody's word on them (a hard invariant, or any alert with no verdict, acknowledgement
+        # or decision): the run needs review until someone has looked (alerts/review.py).
+        "needs_review": [a for a in alerts if needs_review(a) or unreviewed(a)],
         "layers": layers,
         "ranking": ranking[:10],
         "budget": budget_words(run.budget) if run.budget else None,
