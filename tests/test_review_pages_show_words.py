@@ -6,6 +6,7 @@ from html.parser import HTMLParser
 
 import pytest
 
+from ingest.models import Run
 from reviews.models import Review
 from tests.factories import client_for
 from tests.review_support import send, series
@@ -51,6 +52,13 @@ def seeded(sender):
     run = {"id": "seeded", "budget": {"steps": 600}, "tags": {"team": "pretrain", "stage": "base"},
            "config": {"lr": 0.0003, "fp16": True, "optim": {"betas": [0.9, 0.95]}}}
     phases = [{"step": 0, "phase": "steady"}, {"step": 300, "phase": "checkpoint"}]
+    # A reference run with another config, and sliced evaluations, so steps 3 and 4 have tables to show.
+    send(sender, {"id": "ref", "config": {"lr": 0.0006, "fp16": False}},
+         series("loss", range(0, 601, 10), [2.1 + 5.0 / (s + 10) for s in range(0, 601, 10)]))
+    for name in ("eval/code/loss", "eval/web/loss"):
+        send(sender, "ref", series(name, range(100, 601, 100), [2.5] * 6))
+        send(sender, run, series(name, range(100, 601, 100), [2.4, 2.45, 2.5, 2.6, 2.7, 2.8]))
+    Run.objects.filter(run_id="ref").update(reference=True)
     for lo in range(0, 601, 200):
         steps = range(lo, min(lo + 200, 601))
         send(sender, run if lo == 0 else "seeded", series("loss", steps, [2.0 + 5.0 / (s + 10) for s in steps]),
