@@ -38,7 +38,8 @@ from ingest.phases import IMPLICIT_WARMUP_SHARE, phase_spans
 from ingest.storage import read_point_times, read_points, read_points_of_many, unpack
 from ingest.wire import wire_value
 from reviews.models import StepState
-from runs.detail import HEADLINE_METRICS, budget_words, identity_text
+from reviews.templatetags.words import words
+from runs.detail import HEADLINE_METRICS, budget_words
 
 # ---------------------------------------------------------------------------------------------------
 # Settings of the checks (named, so the page and the tests can say what was used).
@@ -83,6 +84,7 @@ FIT_MIN_R2 = 0.5
 FIT_EXPONENTS = np.geomspace(0.01, 3.0, 120)  # the coarse grid of c (refined between neighbours)
 FIT_BOOTSTRAP = 200
 FIT_INTERVAL = (2.5, 97.5)  # percentiles of the bootstrapped projection: a 95% interval
+FIT_AGREEMENT_INTERVAL = (0.5, 99.5)  # the band at the newest measured step the measured value must lie in
 # No projection further beyond the fitted history than this many times its length.
 EXTRAPOLATION_LIMIT = 4.0
 RATE_SHARE = 0.2  # the recent improvement rate: a line through the last 20% of the fit window
@@ -196,6 +198,37 @@ def jsonable(value):
     if isinstance(value, (float, np.floating, np.integer, np.bool_)):
         return num(value)
     return value
+
+
+def own_times(series, times, start=None, end=None) -> bool:
+    """Whether the times read of `series` between `start` and `end` are the points' own.
+
+    A point sent without its `time` is stored with its batch's time of receipt, so without own times there are
+    no more distinct times than batches (blocks) read; coarse own times (whole seconds at many steps a second)
+    still change within a batch.
+    """
+    times = np.asarray(times, dtype=np.float64)
+    if len(times) < 2:
+        return False
+    blocks = Block.objects.filter(series=series)
+    if start is not None:
+        blocks = blocks.filter(last_step__gte=start)
+    if end is not None:
+        blocks = blocks.filter(first_step__lte=end)
+    return len(np.unique(times)) > blocks.count()
+
+
+def run_has_own_times(run) -> bool:
+    """Whether the run's points carry their own times, judged on the newest points of its headline series (or its
+    first series): a bounded read of at most GAP_SCAN_MAX_STEPS steps."""
+    series = list(Series.objects.filter(run=run, component="").order_by("metric"))
+    if not series:
+        return False
+    chosen = next((s for m in HEADLINE_METRICS for s in series if s.metric == m), series[0])
+    newest = chosen.max_step if chosen.max_step >= 0 else None
+    start = None if newest is None else max(0, newest - GAP_SCAN_MAX_STEPS)
+    _, times = read_point_times(chosen, start=start, end=newest)
+    return own_times(chosen, times, start, newest)
 
 
 def fmt(value) -> str:
@@ -325,12 +358,24 @@ def config_diff(config, other) -> list[dict]:
     rows = []
     for key in sorted(set(mine) | set(theirs)):
         if key not in theirs:
-            rows.append({"key": key, "change": "added", "run": identity_text(mine[key]), "comparison": None})
+            rows.append({"key": key, "change": "added", "run": words(mine[key], True), "comparison": None})
         elif key not in mine:
-            rows.append({"key": key, "change": "removed", "run": None, "comparison": identity_text(theirs[key])})
+            rows.append({"key": key, "change": "removed", "run": None, "comparison": words(theirs[key], True)})
         elif not _same(mine[key], theirs[key]):
-            rows.append({"key": key, "change": "changed", "run": identity_text(mine[key]), "comparison": identity_text(theirs[key])})
+            rows.append({"key": key, "change": "changed", "run": words(mine[key], True), "comparison": words(theirs[key], True)})
     return rows
+
+
+def phase_words(span) -> str:
+    """"steady", or "cosine tail (lr decay)" when the sender named the phase other than by its kind."""
+    kind = str(span.kind).replace("_", " ")
+    return span.phase if span.phase in (span.kind, kind) else f"{span.phase} ({kind})"
+
+
+def change_words(value, field) -> str:
+    if field == "budget":
+        return budget_words(value)
+    return words(value, True)
 
 
 def identity(review, ctx: Context | None = None) -> dict:
@@ -346,15 +391,15 @@ def identity(review, ctx: Context | None = None) -> dict:
         {"field": "name", "value": run.name or None, "highlight": "name" in changed},
         {"field": "code rev", "value": run.code_rev or None, "highlight": "code_rev" in changed},
         {"field": "data snapshot", "value": run.data_snapshot or None, "highlight": "data_snapshot" in changed},
-        {"field": "config", "value": identity_text(run.config) if run.config else None, "highlight": "config" in changed},
+        {"field": "config", "value": words(run.config, True) if run.config else None, "highlight": "config" in changed},
         {"field": "budget", "value": budget_words(run.budget) if run.budget else None, "highlight": "budget" in changed},
-        {"field": "tags", "value": identity_text(run.tags) if run.tags else None, "highlight": "tags" in changed},
-        {"field": "phase", "value": f"{span.phase} ({span.kind}) since step {span.start:,}" if span else None},
+        {"field": "tags", "value": words(run.tags, True) if run.tags else None, "highlight": "tags" in changed},
+        {"field": "phase", "value": f"{phase_words(span)} since step {span.start:,}" if span else None},
         {"field": "attempt", "value": f"{run.attempt}" + (f" ({restarts} restart{'s' if restarts != 1 else ''})" if restarts else "")},
         {"field": "newest step", "value": ctx.newest},
     ]
     change_rows = [
-        {"field": c.field, "old": identity_text(c.old, c.field), "new": identity_text(c.new, c.field), "step": c.step,
+        {"field": c.field.replace("_", " "), "old": change_words(c.old, c.field), "new": change_words(c.new, c.field), "step": c.step,
          "changed_at": c.changed_at.isoformat(), "highlight": c in recent}
         for c in changes
     ]
@@ -958,7 +1003,8 @@ def fit_saturating(x, y, x_end, *, seed=0) -> dict:
     """Least squares of y = a + b * (x / x_max)^-c over the exponent grid (linear in a, b for each c).
 
     Returns {"ok": bool, "why": words when not ok, "r2", "a", "b", "c", "value", "low", "high"}: the fitted
-    trend at x_end with a residual-bootstrap interval (FIT_BOOTSTRAP resamples, FIT_INTERVAL percentiles).
+    trend at x_end with a residual-bootstrap interval (FIT_BOOTSTRAP resamples, FIT_INTERVAL percentiles). Not ok
+    when the newest measured bin lies outside the fit's own band there (FIT_AGREEMENT_INTERVAL).
     """
     n = len(x)
     if n < 10:
@@ -1019,6 +1065,15 @@ def fit_saturating(x, y, x_end, *, seed=0) -> dict:
     ba, bb, bc, _, _ = solve(Y)
     projections = ba + bb * (x_end / scale) ** -bc
     low, high = np.percentile(projections, FIT_INTERVAL)
+    # The fit must agree with the data it was fitted on: the newest measured bin within the fit's own band there
+    # (the trend's bootstrap spread plus a bin's scatter, wide percentiles so a good fit is not turned away by chance).
+    trend_last = ba + bb * (x[-1] / scale) ** -bc
+    band = trend_last + residuals[rng.integers(0, n, size=len(trend_last))]
+    last_low, last_high = np.percentile(band, FIT_AGREEMENT_INTERVAL)
+    if not last_low <= y[-1] <= last_high:
+        return {**result, "ok": False,
+                "why": (f"the fit disagrees with the data it was fitted on (measured {fmt(y[-1])} at step {fmt(x[-1] - 1)}, "
+                        f"outside its own interval {fmt(last_low)}–{fmt(last_high)} there)")}
     return {**result, "ok": True, "value": predict, "low": float(min(low, predict)), "high": float(max(high, predict))}
 
 
@@ -1093,6 +1148,10 @@ def remaining_value(review, ctx: Context | None = None) -> dict:
         steps_per_hour = float((t_steps[-1] - t_steps[0]) / (t_times[-1] - t_times[0]) * 3600)
     last_time = series.last_time
     elapsed_hours = (last_time - first_time) / 3600 if first_time is not None and last_time is not None else None
+    timed = own_times(series, t_times, recent_start, newest)
+    if not timed:
+        # Receipt times measure the sender's batches, not the training: no rate, elapsed time or finish from them.
+        steps_per_hour = elapsed_hours = None
 
     steps_left = max(0, int(budget_steps) - newest) if budget_steps is not None else None
     hours_to_finish = steps_left / steps_per_hour if steps_left is not None and steps_per_hour else None
@@ -1116,8 +1175,10 @@ def remaining_value(review, ctx: Context | None = None) -> dict:
             reasons.append(f"past its step budget ({fmt(newest)} of {fmt(budget_steps)})")
     else:
         rows.append({"item": "steps", "used": newest, "budget": None, "left": None, "detail": f"{fmt(newest)} steps; the budget gives no step count"})
-    rows.append({"item": "run time", "used": elapsed_hours, "budget": None, "left": hours_to_finish,
-                 "detail": (f"{elapsed_hours:.2f} h by the points' times" if elapsed_hours is not None else "unknown")
+    rows.append({"item": "run time", "used": elapsed_hours if timed else "no time data", "budget": None,
+                 "left": hours_to_finish if timed else "no time data",
+                 "detail": ("no time data (the points were sent without their own times)" if not timed else
+                            f"{elapsed_hours:.2f} h by the points' times" if elapsed_hours is not None else "unknown")
                  + (f"; {steps_per_hour:,.0f} steps/h recently" if steps_per_hour else "")
                  + (f"; {hours_to_finish:.2f} h to finish" if hours_to_finish is not None else "")})
     if gpu_hours_budget is not None or gpus:
@@ -1146,8 +1207,11 @@ def remaining_value(review, ctx: Context | None = None) -> dict:
     projection = None
     target = _target(ctx, metric)
     no_projection = None
+    at_end = budget_steps is not None and newest >= budget_steps
     if budget_steps is None:
         no_projection = "the budget gives no step count"
+    elif at_end:
+        no_projection = f"at the end of its budget ({fmt(newest)} of {fmt(budget_steps)} steps), nothing is left to project"
     elif int(finite.sum()) < FIT_MIN_POINTS:
         no_projection = f"too few points in the current regime ({int(finite.sum())} < {FIT_MIN_POINTS})"
     elif budget_steps - newest > EXTRAPOLATION_LIMIT * max(1, newest - start):
@@ -1187,6 +1251,9 @@ def remaining_value(review, ctx: Context | None = None) -> dict:
     if reasons:
         state = StepState.ATTENTION
         summary = "; ".join(reasons)
+    elif at_end:
+        state = StepState.NO_DATA
+        summary = f"At the end of its budget ({fmt(newest)} of {fmt(budget_steps)} steps): no projection"
     elif projection is None:
         state = StepState.NO_DATA
         summary = f"No projection: {no_projection}"

@@ -5,7 +5,6 @@ Markdown every text is inert (`inert`): HTML and Markdown escaped, no link but h
 """
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections import Counter
@@ -15,7 +14,10 @@ from django.utils import timezone
 from alerts.models import Alert, Incident
 from reviews.chronicle import CAUSE_WINDOW_SECONDS, CAUSE_WINDOW_STEPS, NUMERIC_KINDS, Cause, attempts, cause_title, chronicle, effective_time, incident_row, iso
 from reviews.models import LogEntry, Review
+from reviews.checks import run_has_own_times
 from reviews.templatetags.chronicle import duration, percent
+from reviews.templatetags.words import number, words
+from runs.detail import budget_words
 
 
 def causes_table(rows: list[dict]) -> list[dict]:
@@ -47,6 +49,7 @@ def postmortem(run) -> dict:
     ]
     alerts = Alert.objects.filter(run=run)
     effective = effective_time(rows)
+    own = run_has_own_times(run)
     return {
         "run": {
             "run_id": run.run_id, "project": run.project.slug, "name": run.name, "code_rev": run.code_rev,
@@ -73,6 +76,8 @@ def postmortem(run) -> dict:
         },
         "attempts": rows,
         "effective_time": effective,
+        # False: the points were sent without their own times; "seconds" then measure the sender's batches.
+        "own_times": own,
         "incidents": incidents,
         "decisions": decisions,
         "reviews": reviews,
@@ -110,10 +115,18 @@ def inert(text: str) -> str:
     return "".join(out)
 
 
+def number_words(value):
+    return None if value is None else number(value)
+
+
+def plural(n, noun) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def _cell(value) -> str:
     if value is None or value == "":
         return "—"
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+    text = value if isinstance(value, str) else words(value)
     return inert(text)
 
 
@@ -129,13 +142,14 @@ def postmortem_markdown(run, data: dict | None = None) -> str:
     out = [f"# Postmortem: {inert(r['run_id'])}", ""]
     out += [f"Project `{r['project']}` · generated {data['generated_at']}", "", "## Summary", ""]
     out += _table(["", ""], [
-        ["Name", r["name"]], ["Code", r["code_rev"]], ["Data", r["data_snapshot"]], ["Config", r["config"]], ["Budget", r["budget"]],
-        ["Tags", r["tags"]], ["Status", r["status"]], ["Highest step", r["max_step"]],
+        ["Name", r["name"]], ["Code", r["code_rev"]], ["Data", r["data_snapshot"]], ["Config", words(r["config"], True) if r["config"] else None],
+        ["Budget", budget_words(r["budget"]) if r["budget"] else None],
+        ["Tags", words(r["tags"], True) if r["tags"] else None], ["Status", r["status"]], ["Highest step", number_words(r["max_step"])],
         ["Attempts", s["attempts"]], ["Interruptions", s["interruptions"]], ["Rewinds", s["rewinds"]],
         ["Failed restores", s["failed_restores"]],
         ["Steps computed", s["steps_computed"]], ["Steps kept", s["steps_kept"]], ["Share kept", percent(s["share_kept"])],
-        ["Training time (points' own times)", duration(s["seconds"])],
-        ["Alerts", f"{s['alerts']} ({s['alerts_actionable']} actionable, {s['alerts_false_alarm']} false alarms)"],
+        ["Training time (points' own times)", duration(s["seconds"]) if data["own_times"] else "no time data"],
+        ["Alerts", f"{s['alerts']} ({s['alerts_actionable']} actionable, {plural(s['alerts_false_alarm'], 'false alarm')})"],
         ["Incidents", s["incidents"]], ["Decisions", s["decisions"]], ["Reviews", s["reviews"]],
     ])
     out += ["", "## Interruptions", ""]
@@ -149,8 +163,8 @@ def postmortem_markdown(run, data: dict | None = None) -> str:
         out += [""]
     rows = []
     for a in data["attempts"]:
-        what = "first" if a["number"] == 1 else (f"rewind {a['previous_max_step']} → {a['start_step']}" if a["is_rewind"]
-                                                  else f"restart at {a['start_step']}")
+        what = "first" if a["number"] == 1 else (f"rewind {number_words(a['previous_max_step'])} → {number_words(a['start_step'])}"
+                                                  if a["is_rewind"] else f"restart at {number_words(a['start_step'])}")
         evidence = []
         for cause, items in a["evidence"].items():
             for item in items:
@@ -160,7 +174,7 @@ def postmortem_markdown(run, data: dict | None = None) -> str:
                     evidence.append(f"{cause}: {item['decision']} by {item['owner']} (entry #{item['id']})")
                 else:
                     evidence.append(f"{cause}: {item['condition']} on {item['component']} ({item['source']}, step {item['step']})")
-        after = ", ".join(f"{x['rule']} at step {x['first_step']}" for x in a["followed_by"])
+        after = ", ".join(f"{x['rule']} at step {number_words(x['first_step'])}" for x in a["followed_by"])
         rows.append([a["number"], what, a["first_step"], a["last_step"], cause_title(a) if a["number"] > 1 else "—",
                      "; ".join(evidence), f"failed restore: {after}" if a["failed_restore"] else "",
                      a["steps_computed"], a["steps_kept"], duration(a["seconds"]), a["started_at"]])

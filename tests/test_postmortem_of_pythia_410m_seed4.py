@@ -73,7 +73,7 @@ def test_the_postmortem_lists_the_failed_restore_with_the_alert_and_the_rewinds(
     response = client_for(owner).get(f"/api/v1/runs/{NAME}/postmortem.md")
     assert response.status_code == 200
     markdown = response.content.decode()
-    assert f"| {rewind['number']} | rewind {failed['last_step']} → {onset - 1} | {onset - 1} | {rewind['last_step']} | numeric alert (loss-spike) |" in markdown
-    assert f"failed restore: loss-spike at step {onset}" in markdown
+    assert f"| {rewind['number']} | rewind {failed['last_step']:,} → {onset - 1:,} | {onset - 1:,} | {rewind['last_step']:,} | numeric alert (loss-spike) |" in markdown
+    assert f"failed restore: loss-spike at step {onset:,}" in markdown
     for step in benign:
-        assert f"at {step} |" in markdown or f"→ {step} |" in markdown
+        assert f"at {step:,} |" in markdown or f"→ {step:,} |" in markdown

@@ -39,7 +39,7 @@ def test_several_config_keys_changed_against_the_reference_asks_for_attention_ke
     assert step["findings"]["comparison"] == "ref"
     shown = {r["field"]: r["value"] for r in step["findings"]["rows"]}
     assert shown["run id"] == "new" and shown["code rev"] == "abc123" and shown["data snapshot"] == "corpus-1"
-    assert shown["budget"] == "10,000 steps" and shown["phase"] == "steady (steady) since step 0" and shown["attempt"] == "1"
+    assert shown["budget"] == "10,000 steps" and shown["phase"] == "steady since step 0" and shown["attempt"] == "1"
     assert any(e["href"] == "/runs/ref/" for e in step["evidence"])
     json.dumps(step, allow_nan=False)
 
@@ -72,7 +72,7 @@ def test_identity_changes_since_the_last_review_are_highlighted(sender):
     assert step["state"] == "attention"
     assert "identity changed since the last review: config (at step 20)" in step["summary"].lower()
     changes = [(r["field"], r["step"], r["highlight"]) for r in step["findings"]["sections"][0]["rows"]]
-    assert changes == [("code_rev", 10, False), ("config", 20, True)]
+    assert changes == [("code rev", 10, False), ("config", 20, True)]
     highlighted = {r["field"] for r in step["findings"]["rows"] if r.get("highlight")}
     assert highlighted == {"config"}
     assert step["findings"]["comparison"] is None  # no reference run in the project: said, not an attention
