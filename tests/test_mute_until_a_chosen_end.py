@@ -76,3 +76,12 @@ def test_an_incident_is_muted_until_a_chosen_end(client, sender, project, oncall
     done = client.post(f"/inbox/incidents/{incident.pk}/mute/", {"scope": "run", "reason": "known bad node", "expires_at": local(end)})
     assert done.status_code == 302
     assert {local(m.expires_at) for m in Mute.objects.all()} == {local(end)}
+
+
+def test_a_duration_and_a_chosen_end_together_are_an_error_on_the_end(client, oncall, alert):
+    client.force_login(oncall)
+    response = client.post(f"/inbox/alerts/{alert.pk}/mute/", {"scope": "run", "reason": "known bad node", "duration_minutes": "60",
+                                                                 "expires_at": local(timezone.now() + timedelta(hours=3))})
+    assert response.status_code == 400
+    assert field_error(response.content.decode(), "expires_at") == "choose a duration or an end, not both"
+    assert not Mute.objects.exists()
