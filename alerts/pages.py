@@ -264,6 +264,13 @@ def _render_inbox(request, failed=None, status=200):
         alert.needs_review = review.needs_review(alert)
         alert.failed = failed_on("alert", alert.pk)
     entries = _by_incident(page.object_list, may_act, failed_on)
+    longest = {}
+    for target in [*page.object_list, *(e["incident"] for e in entries if e.get("incident") is not None)]:
+        project_id = target.run.project_id
+        if project_id not in longest:
+            longest[project_id] = triage.max_duration_words(project_id)
+        # The mute form says how far ahead a chosen end may lie in this project (MuteSettings).
+        target.max_mute = longest[project_id]
     quiet = quiet_count = None
     unreviewed_runs = []
     if filters["state"] == "open":
@@ -405,13 +412,13 @@ verdict = _action(
 
 def _mute(alert, user, post):
     try:
-        return triage.mute(alert, user, post.get("scope"), post.get("reason", ""), duration_minutes=post.get("duration_minutes"))
+        return triage.mute(alert, user, post.get("scope"), post.get("reason", ""), **_mute_end(post))
     except ValidationError as exc:
-        raise ValidationError(_duration_words(exc.message_dict)) from None
+        raise ValidationError(_duration_words(exc.message_dict, post)) from None
 
 
 mute = _action(
-    "mute", ["scope", "reason", "duration_minutes"],
+    "mute", ["scope", "reason", "duration_minutes", "expires_at"],
     _mute,
     lambda alert, created: (
         messages.SUCCESS,
@@ -421,8 +428,21 @@ mute = _action(
 )
 
 
-def _duration_words(errors):
-    """The page asks for a duration: a missing or bad expiry is said in its words, on its field."""
+def _mute_end(post):
+    """The form's end of a mute: one of the offered durations, or a chosen end (a datetime-local input, read as UTC)."""
+    return {"duration_minutes": post.get("duration_minutes") or None, "expires_at": post.get("expires_at") or None}
+
+
+def _duration_words(errors, post):
+    """The page asks for a duration or a chosen end: a missing or bad expiry is said in its words, on its field."""
+    if post.get("expires_at") and "expires_at" in errors:
+        if post.get("duration_minutes"):
+            errors["expires_at"] = ["choose a duration or an end, not both"]
+        else:
+            errors["expires_at"] = [m.replace("expires_at (or duration_minutes)", "the end").replace("expires_at", "the chosen end")
+                                    .replace("an ISO 8601 date-time, e.g. 2026-12-01T18:00:00Z", "a date and time")
+                                    for m in errors["expires_at"]]
+        return errors
     if "expires_at" in errors:
         del errors["expires_at"]
         errors["duration_minutes"] = [
@@ -437,10 +457,9 @@ def _incident_label(incident):
 
 def _mute_incident(incident, user, post):
     try:
-        return incident_actions.mute_incident(incident, user, post.get("scope"), post.get("reason", ""),
-                                       duration_minutes=post.get("duration_minutes"))
+        return incident_actions.mute_incident(incident, user, post.get("scope"), post.get("reason", ""), **_mute_end(post))
     except ValidationError as exc:
-        raise ValidationError(_duration_words(exc.message_dict)) from None
+        raise ValidationError(_duration_words(exc.message_dict, post)) from None
 
 
 incident_acknowledge = _action(
@@ -458,7 +477,7 @@ incident_verdict = _action(
     kind="incident",
 )
 incident_mute = _action(
-    "mute", ["scope", "reason", "duration_minutes"],
+    "mute", ["scope", "reason", "duration_minutes", "expires_at"],
     _mute_incident,
     lambda incident, mutes: (
         messages.SUCCESS,

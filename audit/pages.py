@@ -1,6 +1,6 @@
 """The audit app's pages: the rule report (and its printable form), the sent weekly reports, alert fatigue."""
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from rest_framework.exceptions import ValidationError
 
@@ -21,10 +21,19 @@ def _query(request):
 
 
 @login_required
+def reports_index(request):
+    """Where the nav's Reports leads: each project the caller can see, with its reports one click away."""
+    return render(request, "audit/reports.html", {"projects": visible_projects(request.user).order_by("slug")})
+
+
+@login_required
 def rule_report(request, printable=False):
     chosen, error = _query(request)
     if error:
         return error
+    if request.GET.get("format") in ("csv", "json"):
+        # The API builds the CSV and the JSON; the page's address with format= (as people type it) hands over to it.
+        return redirect(reverse("api:reports-rules") + "?" + request.GET.urlencode())
     project, period, owner = chosen
     data = report(project, period, owner)
     export = request.GET.copy()

@@ -34,7 +34,7 @@ from opsconsole.models import Membership
 FALSE_ALARM_FLAG_RATE = 0.5  # flagged above this rate ...
 FALSE_ALARM_FLAG_MIN_VERDICTS = 5  # ... when it rests on at least this many verdicts
 MUTED_FLAG_SHARE = 0.25  # flagged when muted more than this share of its firing time
-SILENT_DAYS = 90  # flagged when it has not fired in this many days before `until`
+SILENT_DAYS = 90  # flagged when it has not fired in this many days before `until` (and existed all that time)
 EDITS_FLAG = 5  # flagged when edited at least this many times in the period
 EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 USERNAME_RE = re.compile(r"[\w.@+-]{1,150}")  # Django's username characters
@@ -209,11 +209,11 @@ def rule_figures(rule: Rule, period: Period, *, members, false_pages: int = 0) -
         "link": {"url": link.url, "ok": link.ok, "status_code": link.status_code, "error": link.error,
                  "checked_at": link.checked_at.isoformat()} if link else None,
     }
-    row["flags"] = flags(row, period, last, named, names_a_person(rule.owner))
+    row["flags"] = flags(row, period, last, named, names_a_person(rule.owner), created=rule.created_at)
     return row
 
 
-def flags(row: dict, period: Period, last: datetime | None, named, person: bool) -> list[dict]:
+def flags(row: dict, period: Period, last: datetime | None, named, person: bool, created: datetime | None = None) -> list[dict]:
     """Each flag with the figure that raised it.
 
     owner_gone looks among the project's members only (`named`): whether an address or a name has an account
@@ -228,7 +228,10 @@ def flags(row: dict, period: Period, last: datetime | None, named, person: bool)
         raised.append({"flag": Flag.MUTED, "figure": f"muted {row['muted_share']:.0%} of its firing time"})
     if row["fires"] and not row["triaged"]:
         raised.append({"flag": Flag.NEVER_TRIAGED, "figure": f"{row['fires']} alerts, none triaged"})
-    if last is None or last < days_before(period.until, SILENT_DAYS):
+    # Silence means something only of a rule that could have fired through the whole window: one created
+    # less than SILENT_DAYS before `until` has not had the time, so its "never" is no finding.
+    window_start = days_before(period.until, SILENT_DAYS)
+    if (created is None or created <= window_start) and (last is None or last < window_start):
         raised.append({"flag": Flag.SILENT, "figure": f"last fired {last.isoformat() if last else 'never'}"})
     for user in named:
         if not user.is_active:

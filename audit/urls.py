@@ -7,6 +7,7 @@ api_urlpatterns = [
     path("reports/rules/", api.RuleReportView.as_view(), name="reports-rules"),
 ]
 page_urlpatterns = [
+    path("reports/", pages.reports_index, name="reports"),
     path("reports/rules/", pages.rule_report, name="reports-rules"),
     path("reports/rules/print/", pages.rule_report_print, name="reports-rules-print"),
     path("reports/sent/", pages.sent_reports, name="reports-sent"),

@@ -1,7 +1,7 @@
 """The run read API: runs, a run, its points and events (contract v1), and the console's chart data."""
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,12 +24,16 @@ from ingest.wire import event_as_dict, wire_value
 from opsconsole.permissions import visible_runs
 from opsconsole.schema import errors
 from runs.chart import MAX_BUCKETS, band_for_chart, finite_or_none
+from runs.search import search_runs
+
+
+SEARCH_PARAMETER = OpenApiParameter("q", str, description="only runs whose run id, name or a tag key or value contains this text (any case)")
 
 
 class RunListView(APIView):
-    @extend_schema(operation_id="runs_list", responses=RunSummarySerializer(many=True))
+    @extend_schema(operation_id="runs_list", parameters=[SEARCH_PARAMETER], responses=RunSummarySerializer(many=True))
     def get(self, request):
-        runs = visible_runs(request.user).order_by("-last_seen_at", "run_id")
+        runs = search_runs(visible_runs(request.user).order_by("-last_seen_at", "run_id"), request.query_params.get("q"))
         return Response(RunSummarySerializer(runs, many=True).data)
 
 

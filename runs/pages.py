@@ -10,7 +10,7 @@ from runs.summary import runs_list
 @login_required
 def runs(request):
     q = request.GET
-    return render(request, "runs/runs.html", runs_list(request.user, q.get("project"), q.get("status"), q.get("tag")))
+    return render(request, "runs/runs.html", runs_list(request.user, q.get("project"), q.get("status"), q.get("tag"), q.get("q")))
 
 
 @login_required

@@ -8,6 +8,7 @@ from alerts.models import Alert, AlertState
 from alerts.review import runs_needing_review
 from ingest.models import Layer, RunStatus, Series
 from opsconsole.permissions import visible_projects, visible_runs
+from runs.search import search_runs
 
 LAYERS = [Layer.SYSTEM, Layer.DATA, Layer.NUMERICS, Layer.OPTIMIZATION, Layer.GENERALIZATION]
 PAGE = 500
@@ -19,8 +20,8 @@ def parse_tag(text: str):
     return key.strip(), (value.strip() if _ else None)
 
 
-def runs_list(user, project=None, status=None, tag=None) -> dict:
-    runs = visible_runs(user).order_by("-last_seen_at", "run_id")
+def runs_list(user, project=None, status=None, tag=None, q=None) -> dict:
+    runs = search_runs(visible_runs(user).order_by("-last_seen_at", "run_id"), q)
     if project:
         runs = runs.filter(project__slug=project)
     if status in RunStatus.values:
@@ -60,6 +61,6 @@ def runs_list(user, project=None, status=None, tag=None) -> dict:
         "projects": projects,
         "live_projects": json.dumps([p.slug for p in projects]),
         "statuses": RunStatus.choices,
-        "filters": {"project": project or "", "status": status or "", "tag": tag or ""},
+        "filters": {"project": project or "", "status": status or "", "tag": tag or "", "q": (q or "").strip()},
         "truncated": len(runs) == PAGE,
     }

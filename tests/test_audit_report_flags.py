@@ -4,7 +4,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from alerts.models import ChangeKind, RuleRevision
+from alerts.models import ChangeKind, Rule, RuleRevision
 from audit.models import LinkCheck
 from audit.report import EDITS_FLAG, SILENT_DAYS, Flag, report_rows
 from opsconsole.models import Membership, Role
@@ -67,6 +67,8 @@ def test_never_fired_in_90_days(project):
     boundary = (PERIOD.until - T0).total_seconds() / 3600 - SILENT_DAYS * 24  # hours after T0 of until - 90 days
     on_the_day, just_before = make_rule(project, "on-the-day"), make_rule(project, "just-before")
     make_rule(project, "never")
+    # All three existed through the whole window (a younger rule is not silent: test_silent_flag_needs_history.py).
+    Rule.objects.filter(project=project).update(created_at=at(boundary - 24))
     fire(on_the_day, boundary, reviewed=True)
     fire(just_before, boundary - 1 / 3600, reviewed=True)
     assert Flag.SILENT not in flags_of(project, "on-the-day")
