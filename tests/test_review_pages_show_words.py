@@ -87,7 +87,8 @@ def test_every_review_page_and_the_postmortem_show_words_not_literals(seeded, on
     assert_words_only("a refused decision", visible(refused.content.decode()))
 
     decided = client.post(f"/reviews/{review.pk}/decision/", {"decision": "terminate", "observation": "flat",
-                                                               "explanations": "done", "artifacts_preserved": "on"})
+                                                               "explanations": "done", "artifacts_preserved": "on",
+                                                               "run_finished_ok": "on"})  # the run is at its budget's end
     assert decided.status_code == 302
     assert_words_only("the decided review", visible(client.get(started["Location"]).content.decode()))
     assert "no time data" in visible(client.get("/runs/seeded/chronicle/").content.decode())  # not "5 s"
