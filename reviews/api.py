@@ -72,6 +72,8 @@ class ReviewCreateSerializer(JsonTypesMixin, serializers.Serializer):
     run = pattern_field(RUN_ID_RE, "run", 128, help_text="the run to review")
     comparison = pattern_field(RUN_ID_RE, "comparison", 128, required=False, allow_null=True,
                                help_text="the run to compare with (default: the project's reference run)")
+    incident = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_ID,
+                                        help_text="the incident of this run the review is about (its id)")
 
 
 class ReviewListView(_JsonBodies, APIView):
@@ -89,7 +91,8 @@ class ReviewListView(_JsonBodies, APIView):
         return Response({"reviews": [review_summary(r) for r in reviews[: query["limit"]]]})
 
     @extend_schema(operation_id="reviews_create", request=ReviewCreateSerializer,
-                   responses={201: OpenApiTypes.OBJECT, **errors(403, 404)})
+                   responses={201: OpenApiTypes.OBJECT, **errors(403, 404)},
+                   description="`incident`, when given, is an incident of the run (400 naming `incident` otherwise).")
     def post(self, request):
         """Start a review of a run by hand: steps 1-5 are filled from the stored data before the answer."""
         body = _valid(ReviewCreateSerializer, request)
@@ -100,7 +103,8 @@ class ReviewListView(_JsonBodies, APIView):
             comparison = get_object_or_404(visible_runs(request.user), run_id=body["comparison"])
             if comparison.project_id != run.project_id or comparison.pk == run.pk:
                 raise exceptions.ValidationError({"comparison": "another run of the same project"})
-        review = lifecycle.open_review(run, ReviewTrigger.MANUAL, by=request.user, comparison=comparison)
+        incident = _domain(lifecycle.incident_of, run, body.get("incident"))
+        review = lifecycle.open_review(run, ReviewTrigger.MANUAL, by=request.user, comparison=comparison, incident=incident)
         return Response(review_as_dict(review), status=status.HTTP_201_CREATED)
 
 
@@ -343,6 +347,12 @@ class LogQuerySerializer(serializers.Serializer):
 class LogEntryCreateSerializer(_EntryFields):
     run = pattern_field(RUN_ID_RE, "run", 128)
     corrects = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="the id of the entry this one corrects")
+    decision = serializers.ChoiceField(DecisionKind.values, required=False, allow_blank=True,
+                                       help_text="a correction only: the corrected decision, which supersedes the original's")
+    artifacts_preserved = serializers.BooleanField(required=False, default=False,
+                                                   help_text="a corrected terminate: the artifacts are preserved")
+    run_finished_ok = serializers.BooleanField(required=False, default=False,
+                                               help_text="a corrected intervene or terminate on a finished run: meant")
 
 
 class LogEntryListView(OwnFormatParameter, _JsonBodies, APIView):
@@ -363,7 +373,9 @@ class LogEntryListView(OwnFormatParameter, _JsonBodies, APIView):
 
     @extend_schema(operation_id="decisions_create", request=LogEntryCreateSerializer,
                    responses={201: OpenApiTypes.OBJECT, **errors(403, 404)},
-                   description="`corrects` names an entry of the same run; links name alerts, incidents, reviews and runs of "
+                   description="`corrects` names an entry of the same run; a correction may carry the corrected "
+                               "`decision` (400 naming `decision` on an entry that corrects nothing), under the rules of a "
+                               "decision (terminate: artifacts_preserved; a finished run: run_finished_ok); links name alerts, incidents, reviews and runs of "
                                "the run's project; next_review as for a decision (400 naming the field otherwise).")
     def post(self, request):
         """Append an entry to a run's decision log (observation, explanations, action, owner, evidence expected next, links)."""
@@ -375,7 +387,9 @@ class LogEntryListView(OwnFormatParameter, _JsonBodies, APIView):
             corrects = LogEntry.objects.filter(pk=body["corrects"], run__project__in=visible_projects(request.user)).first()
             if corrects is None:
                 raise exceptions.ValidationError({"corrects": "no such entry in the log"})
-        entry = _domain(lifecycle.write_entry, run, by=request.user, corrects=corrects, **_entry_fields(body))
+        entry = _domain(lifecycle.write_entry, run, by=request.user, corrects=corrects, decision=body.get("decision", ""),
+                        artifacts_preserved=body["artifacts_preserved"], run_finished_ok=body["run_finished_ok"],
+                        **_entry_fields(body))
         return Response(entry_as_dict(entry), status=status.HTTP_201_CREATED)
 
 

@@ -67,10 +67,14 @@ class DecisionForm(_EntryForm):
     field_order = ["decision", "observation", "explanations", "action", "owner", "expected_next", "evidence",
                    "next_step", "next_at", "next_rule", "artifacts_preserved", "accept_rewind", "run_finished_ok"]
 
-    def __init__(self, *args, evidence=(), run_finished=False, **kwargs):
+    def __init__(self, *args, evidence=(), run_finished=False, rewind_proposed=True, **kwargs):
         super().__init__(*args, **kwargs)
         if not run_finished:  # the acknowledgement is only asked where it means something
             del self.fields["run_finished_ok"]
+        # No box to tick without a proposal; a posted form keeps the field so a forged tick reaches the domain,
+        # which refuses it (reviews/lifecycle.py decide) instead of it being silently dropped.
+        if not rewind_proposed and not self.is_bound:
+            del self.fields["accept_rewind"]
         self.evidence_items = {key: item for key, _, item in evidence}
         self.fields["evidence"].choices = [(key, f"Step {number}: {item['label']}") for key, number, item in evidence]
 
@@ -89,6 +93,16 @@ class DecisionForm(_EntryForm):
 class EntryForm(_EntryForm):
     corrects = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1, label="Corrects entry #",
                                   help_text="a correction names the entry it corrects; both stay in the log")
+    decision = forms.ChoiceField(required=False, choices=[("", "unchanged"), *DecisionKind.choices], label="Corrected decision",
+                                 help_text="a correction only: replaces the decision of the entry it corrects")
+    artifacts_preserved = forms.BooleanField(required=False, label="Terminate: the run's artifacts are preserved")
+    run_finished_ok = forms.BooleanField(required=False, label="The run has finished: intervene or terminate it anyway")
+
+    def domain_fields(self) -> dict:
+        data = self.cleaned_data
+        return {**super().domain_fields(), "decision": data.get("decision", ""),
+                "artifacts_preserved": data.get("artifacts_preserved", False),
+                "run_finished_ok": data.get("run_finished_ok", False)}
 
 
 class LogFilterForm(forms.Form):

@@ -122,6 +122,34 @@ def open_review(run, trigger, *, by=None, alert=None, incident=None, due_key="",
     return review
 
 
+def incident_of(run, incident_id):
+    """The incident a hand-opened review is about: one of the run's own, or the ValidationError naming `incident`."""
+    from alerts.models import Incident
+
+    if incident_id in (None, ""):
+        return None
+    incident = Incident.objects.filter(pk=incident_id, run=run).first() if str(incident_id).isdigit() else None
+    if incident is None:
+        raise ValidationError({"incident": f"no incident #{incident_id} on run {run.run_id}"})
+    return incident
+
+
+def review_incident(incident, *, by) -> Review:
+    """The open review of the incident, or a new one opened by hand: "Review this incident" never opens a second
+    while one is open. The incident's row lock makes two people clicking at once land on the same review."""
+    from alerts.models import Incident
+
+    with transaction.atomic():
+        Incident.objects.select_for_update().filter(pk=incident.pk).first()
+        current = Review.objects.filter(incident=incident, state=ReviewState.OPEN).order_by("-opened_at", "-id").first()
+        if current is not None:
+            return current
+        review = open_review(incident.run, ReviewTrigger.MANUAL, by=by, incident=incident, fill_now=False,
+                             detail={"incident": incident.pk})
+    fill_review(review, by=by)
+    return review
+
+
 def fill_review(review, *, by=None, force=False) -> bool:
     """Fill steps 1-5 from the stored data as they stand now, saving what was shown; idempotent unless `force`.
 
@@ -334,6 +362,9 @@ def write_entry(run, *, by, observation, explanations, action="", owner="", expe
     now = now or timezone.now()
     if decision and decision not in DecisionKind.values:
         raise ValidationError({"decision": "continue, intervene or terminate"})
+    if decision and review is None and corrects is None:
+        raise ValidationError({"decision": "a decision is made in a review; an entry on the log carries one only as a "
+                                           "correction of an entry (corrects)"})
     fields = {
         "observation": _text(observation, "observation"),
         "explanations": _explanations(explanations),
@@ -343,10 +374,17 @@ def write_entry(run, *, by, observation, explanations, action="", owner="", expe
     }
     if not fields["owner"]:
         raise ValidationError({"owner": "who owns what happens next: this field is required"})
-    links = _links(links, run)
-    trigger = next_review_trigger(next_review, run, now=now)
     if corrects is not None and corrects.run_id != run.pk:
         raise ValidationError({"corrects": "a correction is written on the same run as the entry it corrects"})
+    if decision and corrects is not None:
+        # The corrected decision is the one about the same alerts and incidents: it handles what the original named.
+        links = dict(links or {})
+        for key in ("alerts", "incidents", "reviews"):
+            named = [*(links.get(key) or []), *((corrects.links or {}).get(key) or [])]
+            if named:
+                links[key] = list(dict.fromkeys(named))
+    links = _links(links, run)
+    trigger = next_review_trigger(next_review, run, now=now)
     from reviews.checks import last_checkpoint_step
 
     checkpoint = last_checkpoint_step(run)
@@ -395,6 +433,8 @@ def decide(review, *, by, decision, observation, explanations, action="", owner=
         if incident_id not in links["incidents"]:
             links["incidents"].append(incident_id)
     rewind = proposed_rewind(review) if accept_rewind else None
+    if accept_rewind and rewind is None:
+        raise ValidationError({"accept_rewind": "no rewind was proposed in this review: there is none to record"})
     now = timezone.now()
     with transaction.atomic():
         if not Review.objects.filter(pk=review.pk, state=ReviewState.OPEN).update(state=ReviewState.DECIDED, decided_at=now):
@@ -411,6 +451,20 @@ def decide(review, *, by, decision, observation, explanations, action="", owner=
         activity(review, ActivityKind.DECIDED, by=by, step=6, at=now, detail={"decision": decision, "entry": entry.pk})
     review.state, review.decided_at = ReviewState.DECIDED, now
     return entry
+
+
+def corrected_decision(entry) -> LogEntry | None:
+    """The newest correction (following corrections of corrections) that carries a decision: it stands in for the
+    entry's own decision wherever the log is read; None when no correction changed the decision."""
+    found, seen = None, {entry.pk}
+    current = entry
+    while True:
+        carrying = [c for c in current.corrections.all() if c.decision and c.pk not in seen]
+        if not carrying:
+            return found
+        current = max(carrying, key=lambda c: (c.at, c.pk))
+        seen.add(current.pk)
+        found = current
 
 
 def proposed_rewind(review) -> dict | None:

@@ -48,11 +48,15 @@ def review(request, pk, decision_form=None, status=200):
     evidence = _step_evidence(steps)
     may_act = can_triage(request.user, review.run.project)
     finished = lifecycle.run_finished(review.run)
+    rewind = lifecycle.proposed_rewind(review) if review.state == ReviewState.OPEN else None
     form = decision_form or DecisionForm(
         evidence=evidence, rules=_rule_names(review.run), initial={"owner": review.run.project.owner_name},
-        run_finished=finished,
+        run_finished=finished, rewind_proposed=rewind is not None,
     )
     comparisons = Run.objects.filter(project=review.run.project).exclude(pk=review.run_id).order_by("-reference", "run_id")[:200]
+    entry = LogEntry.objects.filter(review=review).prefetch_related("corrections").first()
+    if entry is not None:
+        entry.corrected = lifecycle.corrected_decision(entry)
     return render(request, "reviews/review.html", {
         "review": review,
         "run": review.run,
@@ -60,10 +64,10 @@ def review(request, pk, decision_form=None, status=200):
         "decision_form": form,
         "may_act": may_act and review.state == ReviewState.OPEN,
         "activity": review.activity.select_related("by"),
-        "entry": LogEntry.objects.filter(review=review).first(),
+        "entry": entry,
         "comparisons": comparisons,
         "last_checkpoint": _last_checkpoint(review.run),
-        "rewind": rewind_words(lifecycle.proposed_rewind(review)) if review.state == ReviewState.OPEN else None,
+        "rewind": rewind_words(rewind),
         "intervene_warning": lifecycle.INTERVENE_WARNING,
         "finished_warning": lifecycle.FINISHED_WARNING if finished else None,
         "trigger_words": lifecycle.TRIGGER_WORDS[review.trigger],
@@ -101,7 +105,15 @@ def _rule_names(run):
 def review_start(request):
     run = get_object_or_404(visible_runs(request.user), run_id=request.POST.get("run", ""))
     _acting(request, run.project)
-    started = lifecycle.open_review(run, ReviewTrigger.MANUAL, by=request.user)
+    try:
+        incident = lifecycle.incident_of(run, request.POST.get("incident", "").strip())
+    except ValidationError as exc:
+        messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in _errors(exc).items()))
+        return redirect("console:run", run.run_id)
+    if incident is not None:  # "Review this incident": its open review if it has one
+        started = lifecycle.review_incident(incident, by=request.user)
+    else:
+        started = lifecycle.open_review(run, ReviewTrigger.MANUAL, by=request.user)
     return redirect("console:review", pk=started.pk)
 
 
@@ -199,8 +211,11 @@ def decision_log(request, entry_form=None, status=200):
         })
     export = request.GET.copy()
     export["format"] = "jsonl"
+    shown = list(entries[:500])
+    for entry in shown:  # the decision that stands: a correction carrying one supersedes the entry's own
+        entry.corrected = lifecycle.corrected_decision(entry)
     return render(request, "reviews/decisions.html", {
-        "entries": list(entries[:500]),
+        "entries": shown,
         "filters": filters,
         "filter_errors": filters.errors if filters.is_bound and not filters.is_valid() else None,
         "projects": visible_projects(request.user).order_by("slug"),
