@@ -5,7 +5,8 @@
  * phase-aware band the rules check, non-finite buckets as red crosses along the bottom, phase
  * spans shaded across every chart, restarts as dashed lines and alerts as red
  * markers at the top at their first step. Zooming any chart refetches finer data for all
- * of them; charts below the fold are drawn when scrolled into view.
+ * of them and puts the range in the address bar (?metric=&start=&end=), so the view can be
+ * shared; charts below the fold are drawn when scrolled into view.
  */
 (function () {
   "use strict";
@@ -40,14 +41,51 @@
     return data.alerts.filter((a) => (a.component || "") === component && (a.metric === metric || (!a.metric && component)));
   }
 
-  function annotations(chart) {
+  function annotations(chart, span) {
+    // Restarts a few hundred steps apart (a run that fell over repeatedly) would print their labels on top of
+    // each other: each label goes on the first of LABEL_ROWS rows where it clears the one before it, and one
+    // that fits on none is folded into the label before it (its text in that label's hover).
+    const LABEL_ROWS = 3;
     const out = [];
-    for (const a of data.attempts) {
-      if (a.number < 2 || a.start_step === null) continue;
-      out.push({ x: a.start_step, y: 1, xref: "x", yref: "paper", text: a.rewind ? "restart (rewind from " + a.rewind.from_step + ")" : "restart",
+    const restarts = data.attempts.filter((a) => a.number >= 2 && a.start_step !== null).sort((a, b) => a.start_step - b.start_step);
+    const width = Math.max(100, (chart.el.clientWidth || 400) - 72);
+    const perStep = span[1] > span[0] ? width / (span[1] - span[0]) : 0;
+    const rowEnds = new Array(LABEL_ROWS).fill(-Infinity);
+    for (const a of restarts) {
+      const text = a.rewind ? "restart (rewind from " + a.rewind.from_step + ")" : "restart";
+      const x0 = a.start_step * perStep, x1 = x0 + text.length * 5.5 + 6; // 9 px text is about 5.5 px a character
+      const row = rowEnds.findIndex((end) => end <= x0);
+      if (row < 0 && out.length) {
+        const last = out[out.length - 1];
+        last.folded = (last.folded || 1) + 1;
+        last.hovertext = (last.hovertext || last.text) + "<br>" + text + " at step " + a.start_step;
+        last.text = last.base + " (+" + (last.folded - 1) + " more)";
+        continue;
+      }
+      const r = row < 0 ? 0 : row;
+      rowEnds[r] = x1;
+      out.push({ x: a.start_step, y: 1 - r * 0.09, xref: "x", yref: "paper", text, base: text, hovertext: text + " at step " + a.start_step,
                  showarrow: false, font: { size: 9, color: "#b91c1c" }, xanchor: "left", yanchor: "top", visible: !chart.small });
     }
+    for (const a of out) delete a.base, delete a.folded;
     return out;
+  }
+
+  function stepSpan(body) {
+    // The steps the x axis shows: the zoomed range, or the run's drawn steps.
+    if (range) return range;
+    const steps = body.step;
+    return steps.length ? [steps[0], Math.max(steps[steps.length - 1], data.max_step || 0)] : [0, data.max_step || 0];
+  }
+
+  function stepAxis(body) {
+    // Steps are whole numbers: on a short run or a close zoom Plotly's own ticks would read 1.2, 1.4.
+    const span = stepSpan(body);
+    const axis = { range: range || undefined, autorange: range ? false : true, zeroline: false, tickfont: { size: 10 } };
+    const width = span[1] - span[0];
+    if (width < 60) Object.assign(axis, { tickmode: "linear", tick0: 0, dtick: Math.max(1, Math.ceil(width / 6)), tickformat: "d" });
+    if (!range && width === 0) Object.assign(axis, { range: [span[0] - 1, span[0] + 1], autorange: false });
+    return axis;
   }
 
   function bandShape(band) {
@@ -82,6 +120,14 @@
       t.push({ x: body.step, y: body.min.map(num), mode: "lines", line: { width: 0 }, hoverinfo: "skip", showlegend: false });
       t.push({ x: body.step, y: body.max.map(num), mode: "lines", line: { width: 0 }, fill: "tonexty", fillcolor: "rgba(37,99,235,0.15)",
                name: "min–max", hovertemplate: "max %{y:.4g}<extra></extra>" });
+    }
+    // A line needs two points: a value with no finite neighbour (a run's only point, one between NaNs) is a marker.
+    const last = body.last.map(num);
+    const alone = [];
+    last.forEach((v, i) => { if (v !== null && (i === 0 || last[i - 1] === null) && (i === last.length - 1 || last[i + 1] === null)) alone.push(i); });
+    if (alone.length) {
+      t.push({ x: alone.map((i) => body.step[i]), y: alone.map((i) => last[i]), mode: "markers", marker: { color: "#1d4ed8", size: 7 },
+               name: chart.metric + " (single point)", showlegend: false, hovertemplate: "step %{x}<br>" + chart.metric + " %{y:.5g}<extra></extra>" });
     }
     t.push({ x: body.step, y: body.last.map(num), mode: "lines", line: { width: 1.3, color: "#1d4ed8" }, name: chart.metric,
              hovertemplate: "step %{x}<br>" + chart.metric + " %{y:.5g}<extra></extra>" });
@@ -122,11 +168,11 @@
       margin: chart.small ? { l: 44, r: 8, t: 6, b: 24 } : { l: 56, r: 16, t: 10, b: 30 },
       height: chart.small ? 150 : chart.big ? 320 : 220,
       showlegend: false,
-      xaxis: { range: range || undefined, autorange: range ? false : true, zeroline: false, tickfont: { size: 10 } },
+      xaxis: stepAxis(body),
       yaxis: { zeroline: false, tickfont: { size: 10 }, fixedrange: false, range: valueRange(body), autorange: valueRange(body) ? false : true },
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       shapes: s,
-      annotations: annotations(chart),
+      annotations: annotations(chart, stepSpan(body)),
       plot_bgcolor: "#fff", paper_bgcolor: "#fff",
       hovermode: "x",
     };
@@ -177,7 +223,7 @@
       chart.el.dataset.drawn = "1";
       if (!chart.bound) {
         chart.bound = true;
-        chart.el.on("plotly_relayout", (ev) => onZoom(ev));
+        chart.el.on("plotly_relayout", (ev) => onZoom(ev, chart));
       }
     } catch (err) {
       chart.el.textContent = "Could not load " + chart.metric + ": " + err.message;
@@ -187,15 +233,30 @@
     }
   }
 
-  function onZoom(ev) {
+  function onZoom(ev, chart) {
     if (zooming) return;
     let next;
     if (ev["xaxis.autorange"]) next = null;
     else if (ev["xaxis.range[0]"] !== undefined) next = [ev["xaxis.range[0]"], ev["xaxis.range[1]"]];
     else if (ev["xaxis.range"]) next = ev["xaxis.range"];
     else return;
-    range = next;
+    // Whole steps, as the page reads them back from the URL: the shared link opens on the range drawn here.
+    range = next && [Math.max(0, Math.floor(next[0])), Math.ceil(next[1])];
+    shareRange(chart);
     redrawVisible();
+  }
+
+  function shareRange(chart) {
+    // The address bar names the zoomed view (?metric=&component=&start=&end=, what the page honours when
+    // typed), so copying it shares what is on screen; a reset drops start and end.
+    const url = new URL(window.location.href);
+    const q = url.searchParams;
+    if (chart) {
+      q.set("metric", chart.metric);
+      if (chart.component) q.set("component", chart.component); else q.delete("component");
+    }
+    if (range) { q.set("start", String(range[0])); q.set("end", String(range[1])); } else { q.delete("start"); q.delete("end"); }
+    history.replaceState(history.state, "", url.pathname + (q.toString() ? "?" + q.toString() : "") + url.hash);
   }
 
   function redrawVisible() {
@@ -245,7 +306,30 @@
   }
   if (!charts.length) drawTheRest();
 
-  document.getElementById("reset-zoom").addEventListener("click", () => { range = null; redrawVisible(); });
+  document.getElementById("reset-zoom").addEventListener("click", () => { range = null; shareRange(null); redrawVisible(); });
+
+  // The legend names only the phases this run had: a swatch for a phase it never entered explains nothing.
+  const had = new Set(data.phases.map((p) => p.kind));
+  if (data.attempts.some((a) => a.number >= 2 && a.start_step !== null)) had.add("restart");
+  const listed = new Set();
+  document.querySelectorAll(".legend .sw").forEach((sw) => {
+    const kind = Array.from(sw.classList).find((c) => c.startsWith("sw-phase-"));
+    if (!kind) return;
+    listed.add(kind.slice("sw-phase-".length));
+    if (!had.has(kind.slice("sw-phase-".length))) sw.parentElement.hidden = true;
+  });
+  // And every phase it had that is shaded on the charts (lr_decay, cooldown, a job's own kinds) gets a swatch.
+  const legend = document.querySelector(".legend");
+  for (const kind of had) {
+    if (kind === "steady" || listed.has(kind) || !legend) continue;
+    const item = document.createElement("span");
+    const sw = document.createElement("i");
+    sw.className = "sw sw-phase-" + kind;
+    sw.style.backgroundColor = PHASE_COLOURS[kind] || "#9ca3af";
+    sw.style.opacity = "0.3";
+    item.append(sw, kind.replace(/_/g, " "));
+    legend.insertBefore(item, document.getElementById("reset-zoom"));
+  }
 
   function cell(text, cls) { const td = document.createElement("td"); if (cls) td.className = cls; td.textContent = text; return td; }
 
