@@ -1,6 +1,6 @@
 """Debian's real `prometheus-alertmanager` (0.25) delivering to a live console: firing, repeat and resolved.
 
-Alertmanager runs as its own process with the README's `alertmanager.yml`
+Alertmanager runs as its own process with the docs' `alertmanager.yml`
 (webhook at the console's `/api/v1/alertmanager`, bearer token from a file,
 send_resolved), its address, token file and timers swapped in; alerts are
 posted to its own `/api/v2/alerts`, as Prometheus does. `bin/test` installs
@@ -17,16 +17,15 @@ import yaml
 
 from tests.process_support import running_alertmanager, wait_for
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ALERTMANAGER_DOC = Path(__file__).resolve().parent.parent / "docs" / "alertmanager.md"
 GPU5 = {"alertname": "GpuXidError", "run": "llama-ft-7", "instance": "node3:9400", "gpu": "5", "condition": "dead"}
 CATCH_ALL = "pretrain/unassigned"
 ELSEWHERE = {"alertname": "GpuXidError", "run": "no such run!", "instance": "node4:9400", "gpu": "1", "condition": "dead"}
 
 
-def readme_config(url, token_file) -> str:
-    """The README's alertmanager.yml, pointed at this console, with timers of a second so the test takes seconds."""
-    text = README.read_text()
-    section = text[text.index("## Prometheus Alertmanager"):]
+def documented_config(url, token_file) -> str:
+    """The docs' alertmanager.yml, pointed at this console, with timers of a second so the test takes seconds."""
+    section = ALERTMANAGER_DOC.read_text()
     config = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
     config["route"].update(group_wait="200ms", group_interval="1s", repeat_interval="1s")
     [hook] = config["receivers"][0]["webhook_configs"]
@@ -40,7 +39,7 @@ def readme_config(url, token_file) -> str:
 def alertmanager(console_server, token, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text(token)
-    with running_alertmanager(readme_config(console_server.url, token_file), tmp_path) as client:
+    with running_alertmanager(documented_config(console_server.url, token_file), tmp_path) as client:
         yield client
 
 

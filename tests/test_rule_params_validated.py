@@ -3,7 +3,7 @@
 Types, ranges and unknown keys: the model, the REST API (create, update,
 partial update), the console form, the admin and rules as code refuse the same
 values, each message on `params.<key>` (on the form's params field, naming the
-key), and store nothing. The README's list of params is the validator's own.
+key), and store nothing. The docs' list of params (docs/alerting.md) is the validator's own.
 """
 import json
 import re
@@ -21,7 +21,7 @@ from alerts.rules import save_rule
 from alerts.starter import STARTER_RULES
 
 pytestmark = pytest.mark.django_db
-README = Path(__file__).resolve().parent.parent / "README.md"
+RULES_DOC = Path(__file__).resolve().parent.parent / "docs" / "alerting.md"
 
 # (kind, params, the key the message is on)
 BAD = [
@@ -275,7 +275,7 @@ def test_load_rules_names_the_param_and_saves_nothing(project, tmp_path, kind, p
     assert not Rule.objects.exists()
 
 
-# --- one source: the README lists what the validator checks --------------------------------
+# --- one source: the docs list what the validator checks -----------------------------------
 
-def test_readme_lists_each_kinds_params_as_the_validator_defines_them():
-    assert rule_params.reference_table() in README.read_text()
+def test_docs_list_each_kinds_params_as_the_validator_defines_them():
+    assert rule_params.reference_table() in RULES_DOC.read_text()
