@@ -57,3 +57,10 @@ def test_the_run_page_and_the_incident_link_lead_with_what_is_wrong(browser, tro
     background = page.evaluate(f"() => getComputedStyle(document.querySelector('#incident-{incident.pk} > td')).backgroundColor")
     assert outline == "solid" and background == "rgb(255, 244, 194)", (outline, background)
     screenshot(page, "inbox-incident-targeted")
+
+    # An alert's own link shows its row even while its incident is collapsed.
+    [member] = incident.run.alerts.filter(incident=incident)
+    page.goto(server.url + f"/inbox/?state=all#alert-{member.pk}")
+    page.wait_for_function(f"() => document.getElementById('alert-{member.pk}').matches(':target')")
+    assert page.locator(f"#alert-{member.pk}").is_visible()
+    assert page.locator(f"#incident-{incident.pk} button.incident-toggle").get_attribute("aria-expanded") == "false"
