@@ -28,6 +28,7 @@ from django.views.decorators.http import require_POST
 
 from alerts import backtest, backtest_jobs, describe, faults, incident_actions, incidents, rebaseline, review, tasks, triage
 from alerts.fatigue import rules_to_fix_first
+from alerts.incident_page import incident_page
 from alerts.forms import RuleForm
 from alerts.models import Alert, AlertState, Incident, Mute, MuteEndReason, MuteScope, Rule, RuleRevision, Verdict
 from alerts.rules import delete_rule, EDIT_DENIED, save_rule
@@ -548,6 +549,13 @@ def _render_mute(request, mute, status=200, error="", text=""):
         "can_comment": can_triage(request.user, mute.project),
         "error": error, "text": text,
     }, status=status)
+
+
+@login_required
+def incident_detail(request, pk):
+    """One incident, for its project's members (404 for others): its alerts, its history and its actions."""
+    incident = incidents.visible_incident(request.user, pk)
+    return render(request, "alerts/incident.html", incident_page(incident, can_triage(request.user, incident.run.project)))
 
 
 @login_required

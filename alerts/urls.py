@@ -40,6 +40,7 @@ page_urlpatterns = [
     path("mutes/<int:pk>/", pages.mute_detail, name="mute"),
     path("mutes/<int:pk>/comments/", pages.mute_comment, name="mute_comment"),
     path("inbox/", pages.inbox, name="inbox"),
+    path("incidents/<int:pk>/", pages.incident_detail, name="incident"),
     path("inbox/alerts/<int:pk>/acknowledge/", pages.acknowledge, name="inbox_acknowledge"),
     path("inbox/alerts/<int:pk>/resolve/", pages.resolve, name="inbox_resolve"),
     path("inbox/alerts/<int:pk>/verdict/", pages.verdict, name="inbox_verdict"),

@@ -2,14 +2,19 @@
 import json
 from collections import defaultdict
 from datetime import datetime, timezone
+from urllib.parse import urlencode
+
+from django.urls import reverse
 
 from alerts.wire import alert_as_dict
-from alerts.models import Alert, AlertState, Rule
+from alerts.incidents import describe_origin
+from alerts.models import Alert, AlertState, IncidentState, Rule
 from alerts.review import needs_review, unreviewed
 from alerts.starter import console_link
 from ingest.models import Layer, Series
 from ingest.phases import phase_spans
 from ingest.serializers import AttemptSerializer
+from reviews.chronicle import attempts as chronicle_attempts
 from reviews.models import ReviewSchedule
 
 LAYER_ORDER = [Layer.OPTIMIZATION, Layer.NUMERICS, Layer.GENERALIZATION, Layer.DATA, Layer.SYSTEM]
@@ -69,6 +74,27 @@ def first_trouble(alerts):
     return first
 
 
+def incidents_to_look_at(run, alerts, needing) -> list[dict]:
+    """The run's incidents still open, or with an alert that ended with nobody's word on it: what the page leads with."""
+    unlooked = {a.incident_id for a in needing}
+    by_incident = defaultdict(list)
+    for alert in alerts:
+        by_incident[alert.incident_id].append(alert)
+    out = []
+    for incident in run.incidents.select_related("origin__rule", "run__project").order_by("first_step", "id"):
+        if incident.state == IncidentState.RESOLVED and incident.pk not in unlooked:
+            continue
+        members = by_incident.get(incident.pk, [])
+        out.append({
+            "incident": incident, "origin": describe_origin(incident.origin) if incident.origin else "—",
+            "alerts": len(members), "unlooked": incident.pk in unlooked,
+            # Where the channels' messages send people (notifications/routing.py's incident_url), as a path.
+            "link": reverse("console:inbox") + "?" + urlencode({"state": "all", "project": run.project.slug}) + f"#incident-{incident.pk}",
+            "reviews": sorted({rv for a in members for rv in a.reviews.all()}, key=lambda rv: rv.pk),
+        })
+    return out
+
+
 def run_page(run) -> dict:
     alerts = list(Alert.objects.filter(run=run).select_related("rule", "run").prefetch_related("reviews").order_by("first_step", "id"))
     trouble = first_trouble(alerts)
@@ -109,13 +135,20 @@ def run_page(run) -> dict:
         # Where each of the project's rules links, as the page opens it (a live alert's row links the same way).
         "links": {pk: console_link(url) for pk, url in Rule.objects.filter(project_id=run.project_id).values_list("pk", "diagnostic_url")},
     }
+    needing = [a for a in alerts if needs_review(a) or unreviewed(a)]
+    failed_restores = {row["number"]: row for row in chronicle_attempts(run, times=False) if row["failed_restore"]}
+    attempts = list(run.attempts.order_by("number"))
+    for attempt in attempts:
+        row = failed_restores.get(attempt.number)
+        attempt.failed_restore = sorted({a["rule"] for a in row["followed_by"]}) if row else None
     return {
         "run": run,
+        "incidents": incidents_to_look_at(run, alerts, needing),
         "alerts": sorted(alerts, key=lambda a: (a.state == AlertState.RESOLVED, a.first_step, a.id)),
         "open_alerts": [a for a in alerts if a.state != AlertState.RESOLVED],
         # Alerts that ended with nobody's word on them (a hard invariant, or any alert with no verdict, acknowledgement
         # or decision): the run needs review until someone has looked (alerts/review.py).
-        "needs_review": [a for a in alerts if needs_review(a) or unreviewed(a)],
+        "needs_review": needing,
         "layers": layers,
         "ranking": ranking[:10],
         "budget": budget_words(run.budget) if run.budget else None,
@@ -125,7 +158,7 @@ def run_page(run) -> dict:
              "changed_at": c.changed_at}
             for c in run.identity_changes.order_by("id")
         ],
-        "attempts": list(run.attempts.order_by("number")),
+        "attempts": attempts,
         "chart": chart,
         "reviews": list(run.reviews.select_related("opened_by").order_by("-opened_at", "-id")[:10]),
         "decisions": run.log_entries.count(),
