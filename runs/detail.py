@@ -1,5 +1,4 @@
 """What the run page shows, gathered in one place (the view stays a few lines)."""
-import json
 from collections import defaultdict
 from datetime import datetime, timezone
 
@@ -10,6 +9,7 @@ from alerts.starter import console_link
 from ingest.models import Layer, Series
 from ingest.phases import phase_spans
 from ingest.serializers import AttemptSerializer
+from opsconsole.words import identity_words
 from reviews.models import ReviewSchedule
 
 LAYER_ORDER = [Layer.OPTIMIZATION, Layer.NUMERICS, Layer.GENERALIZATION, Layer.DATA, Layer.SYSTEM]
@@ -50,14 +50,10 @@ def budget_words(budget) -> str:
 
 
 def identity_text(value, field=None) -> str:
-    """An identity value as text: a budget in words, strings as they are, anything structured as JSON."""
+    """An identity value as text: a budget in words, anything structured as "key value" words."""
     if field == "budget":
         return budget_words(value)
-    if value is None or value == "":
-        return "—"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+    return identity_words(value)
 
 
 def first_trouble(alerts):
@@ -119,7 +115,7 @@ def run_page(run) -> dict:
         "layers": layers,
         "ranking": ranking[:10],
         "budget": budget_words(run.budget) if run.budget else None,
-        "config_json": json.dumps(run.config, indent=2, ensure_ascii=False) if run.config else None,
+        "config": [(key, identity_words(value)) for key, value in (run.config or {}).items()] if isinstance(run.config, dict) else [],
         "identity_changes": [
             {"field": c.field, "old": identity_text(c.old, c.field), "new": identity_text(c.new, c.field), "step": c.step,
              "changed_at": c.changed_at}
