@@ -31,7 +31,7 @@ def _quantity(value) -> str:
 
 
 def budget_words(budget) -> str:
-    """{"steps": 19560, "gpu_hours": 12.5, "deadline": …} as '19,560 steps · 12.5 GPU hours · deadline 2026-12-01 12:00 UTC'."""
+    """{"steps": 19560, "gpu_hours": 12.5, "deadline": …} as '19,560 steps · 12.5 GPU hours · deadline 2026-12-01 12:00:00 UTC'."""
     if not isinstance(budget, dict) or not budget:
         return "—"
     parts = []
@@ -41,7 +41,7 @@ def budget_words(budget) -> str:
         parts.append(f"{_quantity(budget['gpu_hours'])} GPU hours")
     if budget.get("deadline"):
         try:
-            when = datetime.fromisoformat(budget["deadline"]).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            when = datetime.fromisoformat(budget["deadline"]).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         except (TypeError, ValueError):
             when = str(budget["deadline"])
         parts.append(f"deadline {when}")

@@ -26,7 +26,7 @@ def run_page(sender, owner):
 
 def test_the_budget_reads_as_words(run_page):
     identity = run_page[run_page.index("<h2>Identity</h2>"):run_page.index("<h2>Alerts</h2>")]
-    assert "20,000 steps" in identity and "12.5 GPU hours" in identity and "2026-12-01 12:00 UTC" in identity
+    assert "20,000 steps" in identity and "12.5 GPU hours" in identity and "deadline 2026-12-01 12:00:00 UTC" in identity
     assert "{'" not in identity and "'}" not in identity  # no Python dict anywhere in the identity panel
 
 
