@@ -3,7 +3,6 @@
 Pure functions over a rule's stored fields (and counts), so the pages and their
 tests read a rule the same way the engine (alerts/evaluation.py) judges it.
 """
-import json
 
 from django.db.models import Count, Q
 
@@ -190,8 +189,11 @@ def value_text(value) -> str:
         return "yes" if value else "no"
     if value is None or value == "":
         return "(empty)"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    if isinstance(value, dict):
+        # "points 3; resolve points 10": a person reads the keys as words, never a JSON object.
+        return "; ".join(f"{str(k).replace('_', ' ')} {value_text(v)}" for k, v in value.items()) or "(empty)"
+    if isinstance(value, list):
+        return ", ".join(value_text(v) for v in value) or "(none)"
     return _number(value)
 
 

@@ -22,6 +22,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, ProtectedError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
@@ -34,6 +35,7 @@ from alerts.models import Alert, AlertState, Incident, Mute, MuteEndReason, Mute
 from alerts.rules import delete_rule, EDIT_DENIED, save_rule
 from alerts.starter import RUNBOOKS
 from opsconsole.permissions import can_edit_rules, can_triage, rule_admin_projects, visible_projects
+from opsconsole.templatetags.times import when_text
 
 
 RECENT_ALERTS = 20
@@ -96,8 +98,6 @@ def rule_detail(request, pk):
         "scope_rows": describe.scope_rows(rule.scope, rule.kind),
         "targets": (rule.scope or {}).get("metrics") or (rule.scope or {}).get("conditions") or [],
         "persistence_words": describe.persistence_words(rule.persistence),
-        "scope_json": describe.value_text(rule.scope),
-        "persistence_json": describe.value_text(rule.persistence),
         "kind_words": describe.kind_words(rule.kind, rule.params),
         "response_words": describe.RESPONSE_WORDS.get(rule.permitted_response, ""),
         "param_rows": describe.param_rows(rule.params),
@@ -424,7 +424,7 @@ mute = _action(
     lambda alert, created: (
         messages.SUCCESS,
         f"Muted {alert.rule.name} ({MuteScope(created.scope).label.lower()} scope) until "
-        f"{created.expires_at:%Y-%m-%d %H:%M} UTC; {len(created.muted)} open alert(s) muted.",
+        f"{when_text(created.expires_at)}; {len(created.muted)} open alert{pluralize(len(created.muted))} muted.",
     ),
 )
 
@@ -452,6 +452,10 @@ def _duration_words(errors, post):
     return errors
 
 
+def _count(n, word):
+    return f"{n} {word}{pluralize(n)}"
+
+
 def _incident_label(incident):
     return f"incident #{incident.pk} on {incident.run.run_id}"
 
@@ -466,14 +470,14 @@ def _mute_incident(incident, user, post):
 incident_acknowledge = _action(
     "acknowledge", [],
     lambda incident, user, post: incident_actions.acknowledge_incident(incident, user),
-    lambda incident, rows: (messages.SUCCESS, f"Acknowledged {_incident_label(incident)}: {len(rows)} alert(s).") if rows
+    lambda incident, rows: (messages.SUCCESS, f"Acknowledged {_incident_label(incident)}: {len(rows)} alert{pluralize(len(rows))}.") if rows
     else (messages.INFO, f"{_incident_label(incident).capitalize()} was acknowledged already."),
     kind="incident",
 )
 incident_verdict = _action(
     "verdict", ["verdict", "note"],
     lambda incident, user, post: incident_actions.give_incident_verdict(incident, user, post.get("verdict"), post.get("note", "")),
-    lambda incident, rows: (messages.SUCCESS, f"Verdict on {_incident_label(incident)} ({len(rows)} alerts): "
+    lambda incident, rows: (messages.SUCCESS, f"Verdict on {_incident_label(incident)} ({len(rows)} alert{pluralize(len(rows))}): "
                                               f"{Verdict(rows[0].verdict).label.lower()}."),
     kind="incident",
 )
@@ -483,7 +487,7 @@ incident_mute = _action(
     lambda incident, mutes: (
         messages.SUCCESS,
         f"Muted {_incident_label(incident)} ({MuteScope(mutes[0].scope).label.lower()} scope) until "
-        f"{mutes[0].expires_at:%Y-%m-%d %H:%M} UTC; {sum(len(m.muted) for m in mutes)} open alert(s) muted.",
+        f"{when_text(mutes[0].expires_at)}; {_count(sum(len(m.muted) for m in mutes), 'open alert')} muted.",
     ),
     kind="incident",
 )

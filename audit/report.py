@@ -30,6 +30,7 @@ from alerts.fatigue import false_pages_by_rule
 from alerts.models import Alert, AlertChange, ChangeKind, Mute, MuteEndReason, Rule, RuleRevision, Verdict
 from audit.models import LinkCheck
 from opsconsole.models import Membership
+from opsconsole.templatetags.times import when_text
 
 FALSE_ALARM_FLAG_RATE = 0.5  # flagged above this rate ...
 FALSE_ALARM_FLAG_MIN_VERDICTS = 5  # ... when it rests on at least this many verdicts
@@ -49,6 +50,14 @@ class Flag:
     LINK_DOWN = "link_down"
     EDITED_OFTEN = "edited_often"
     MUTED_OVER_LIMIT = "muted_over_limit"
+
+
+# A flag's name for people (the snake_case name stays the CSV's and the API's key).
+FLAG_WORDS = {
+    Flag.FALSE_ALARMS: "false alarms", Flag.MUTED: "muted", Flag.NEVER_TRIAGED: "never triaged", Flag.SILENT: "silent",
+    Flag.OWNER_GONE: "owner gone", Flag.LINK_DOWN: "link down", Flag.EDITED_OFTEN: "edited often",
+    Flag.MUTED_OVER_LIMIT: "muted over the limit",
+}
 
 
 @dataclass(frozen=True)
@@ -227,7 +236,7 @@ def flags(row: dict, period: Period, last: datetime | None, named, person: bool,
     if row["muted_share"] is not None and row["muted_share"] > MUTED_FLAG_SHARE:
         raised.append({"flag": Flag.MUTED, "figure": f"muted {row['muted_share']:.0%} of its firing time"})
     if row["fires"] and not row["triaged"]:
-        raised.append({"flag": Flag.NEVER_TRIAGED, "figure": f"{row['fires']} alerts, none triaged"})
+        raised.append({"flag": Flag.NEVER_TRIAGED, "figure": f"{row['fires']} alert{'' if row['fires'] == 1 else 's'}, none triaged"})
     # Silence means something only of a rule that could have fired through the whole window: one created
     # less than SILENT_DAYS before `until` has not had the time, so its "never" is no finding.
     window_start = days_before(period.until, SILENT_DAYS)
@@ -240,13 +249,13 @@ def flags(row: dict, period: Period, last: datetime | None, named, person: bool,
         raised.append({"flag": Flag.OWNER_GONE, "figure": "not a member of this project"})
     link = row["link"]
     if link and not link["ok"]:
-        raised.append({"flag": Flag.LINK_DOWN, "figure": f"{link['status_code'] or link['error']} at {link['checked_at']}"})
+        raised.append({"flag": Flag.LINK_DOWN, "figure": f"{link['status_code'] or link['error']} at {when_text(link['checked_at'])}"})
     for m in row["mutes_over_limit"]:
         raised.append({"flag": Flag.MUTED_OVER_LIMIT, "figure": f"mute #{m['mute']} for {m['hours']:.0f} h by {m['by'] or '—'}, "
                                                                "over the project's longest mute"})
     if len(row["revisions"]) >= EDITS_FLAG:
         raised.append({"flag": Flag.EDITED_OFTEN, "figure": f"{len(row['revisions'])} revisions in the period"})
-    return raised
+    return [{**f, "words": FLAG_WORDS[f["flag"]]} for f in raised]
 
 
 def report_rows(project, period: Period, owner: str | None = None) -> list[dict]:

@@ -71,9 +71,9 @@ def report_text(data: dict) -> str:
     lines = [f"Rule report for {data['project']}, owner {data['owner']}, {data['since']} to {data['until']}.", ""]
     for row in data["rules"]:
         rate = "—" if row["false_alarm_rate"] is None else f"{row['false_alarm_rate']:.0%}"
-        lines.append(f"{row['rule']}: {row['fires']} alerts, {row['triaged']} triaged, false alarms {row['false_alarms']} "
+        lines.append(f"{row['rule']}: {row['fires']} alert{'' if row['fires'] == 1 else 's'}, {row['triaged']} triaged, false alarms {row['false_alarms']} "
                      f"of {row['verdicts']} ({rate}), {row['mutes']} mutes")
-        lines.extend(f"  FLAG {f['flag']}: {f['figure']}" for f in row["flags"])
+        lines.extend(f"  FLAG {f['words']}: {f['figure']}" for f in row["flags"])
     query = urlencode({"project": data["project"], "owner": data["owner"], "since": data["since"], "until": data["until"]})
     lines += ["", f"The full report: {settings.CONSOLE_URL}{reverse('console:reports-rules')}?{query}"]
     return "\n".join(lines)

@@ -119,9 +119,9 @@ class IdentityChange(models.Model):
 
 
 class AttemptReason(models.TextChoices):
-    FIRST = "first"
-    RESTART_PHASE = "restart_phase"
-    RESENT_STEP = "resent_step"
+    FIRST = "first", "first"
+    RESTART_PHASE = "restart_phase", "restart phase"
+    RESENT_STEP = "resent_step", "resent step"
 
 
 class Attempt(models.Model):

@@ -1,5 +1,4 @@
 """What the run page shows, gathered in one place (the view stays a few lines)."""
-import json
 from collections import defaultdict
 from datetime import datetime, timezone
 from urllib.parse import urlencode
@@ -14,6 +13,7 @@ from alerts.starter import console_link
 from ingest.models import Layer, Series
 from ingest.phases import phase_spans
 from ingest.serializers import AttemptSerializer
+from opsconsole.words import identity_words
 from reviews.chronicle import attempts as chronicle_attempts
 from reviews.models import ReviewSchedule
 
@@ -36,7 +36,7 @@ def _quantity(value) -> str:
 
 
 def budget_words(budget) -> str:
-    """{"steps": 19560, "gpu_hours": 12.5, "deadline": …} as '19,560 steps · 12.5 GPU hours · deadline 2026-12-01 12:00 UTC'."""
+    """{"steps": 19560, "gpu_hours": 12.5, "deadline": …} as '19,560 steps · 12.5 GPU hours · deadline 2026-12-01 12:00:00 UTC'."""
     if not isinstance(budget, dict) or not budget:
         return "—"
     parts = []
@@ -46,7 +46,7 @@ def budget_words(budget) -> str:
         parts.append(f"{_quantity(budget['gpu_hours'])} GPU hours")
     if budget.get("deadline"):
         try:
-            when = datetime.fromisoformat(budget["deadline"]).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            when = datetime.fromisoformat(budget["deadline"]).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         except (TypeError, ValueError):
             when = str(budget["deadline"])
         parts.append(f"deadline {when}")
@@ -55,14 +55,10 @@ def budget_words(budget) -> str:
 
 
 def identity_text(value, field=None) -> str:
-    """An identity value as text: a budget in words, strings as they are, anything structured as JSON."""
+    """An identity value as text: a budget in words, anything structured as "key value" words."""
     if field == "budget":
         return budget_words(value)
-    if value is None or value == "":
-        return "—"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+    return identity_words(value)
 
 
 def first_trouble(alerts):
@@ -152,7 +148,7 @@ def run_page(run) -> dict:
         "layers": layers,
         "ranking": ranking[:10],
         "budget": budget_words(run.budget) if run.budget else None,
-        "config_json": json.dumps(run.config, indent=2, ensure_ascii=False) if run.config else None,
+        "config": [(key, identity_words(value)) for key, value in (run.config or {}).items()] if isinstance(run.config, dict) else [],
         "identity_changes": [
             {"field": c.field, "old": identity_text(c.old, c.field), "new": identity_text(c.new, c.field), "step": c.step,
              "changed_at": c.changed_at}

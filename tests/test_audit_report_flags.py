@@ -1,5 +1,5 @@
 """Each flag of the rule report, raised just past its boundary and not at it, with the figure that raised it."""
-from datetime import timedelta
+from datetime import timedelta, timezone as dt_timezone
 
 import pytest
 from django.utils import timezone
@@ -99,7 +99,7 @@ def test_diagnostic_link_down_by_the_latest_check(project):
     LinkCheck.objects.create(rule=down, url=down.diagnostic_url, ok=False, status_code=503, checked_at=now)
     LinkCheck.objects.create(rule=back, url=back.diagnostic_url, ok=False, error="timeout", checked_at=now - timedelta(hours=1))
     LinkCheck.objects.create(rule=back, url=back.diagnostic_url, ok=True, status_code=200, checked_at=now)
-    assert flags_of(project, "down")[Flag.LINK_DOWN] == f"503 at {now.isoformat()}"
+    assert flags_of(project, "down")[Flag.LINK_DOWN] == f"503 at {now.astimezone(dt_timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
     assert Flag.LINK_DOWN not in flags_of(project, "back")
     assert Flag.LINK_DOWN not in flags_of(project, unchecked.name)
 

@@ -33,7 +33,7 @@ def test_the_report_and_the_fatigue_page(browser, console_server, project, owner
     page.wait_for_selector("#report-table")
     spike = page.locator("tr[data-rule='loss-spike']")
     assert "flagged" in spike.get_attribute("class")
-    assert spike.locator("[data-flag='false_alarms']").inner_text() == "false_alarms: 4 of 6 verdicts false (67%)"
+    assert spike.locator("[data-flag='false_alarms']").inner_text() == "false alarms: 4 of 6 verdicts false (67%)"
     grad = page.locator("tr[data-rule='grad-high']")
     assert grad.locator("[data-flag='never_triaged']").count() == 1 and grad.locator("[data-flag='muted']").count() == 1
     screenshot(page, "audit-report")

@@ -41,7 +41,7 @@ def test_on_call_expands_an_incident_and_acknowledges_it(browser, console_server
 
     row.locator('button[data-action="acknowledge"]').click()
     page.wait_for_selector("#inbox-messages")
-    assert f"Acknowledged incident #{made.pk} on llama-ft-7: {len(alerts)} alert(s)." in page.inner_text("#inbox-messages")
+    assert f"Acknowledged incident #{made.pk} on llama-ft-7: {len(alerts)} alert{'s' if len(alerts) != 1 else ''}." in page.inner_text("#inbox-messages")
     assert page.locator(f"#incident-{made.pk}").get_attribute("data-state") == "acknowledged"
     rows = AlertChange.objects.filter(kind="acknowledged", by=owner)
     assert sorted(rows.values_list("alert_id", flat=True)) == sorted(a.pk for a in alerts)

@@ -184,7 +184,7 @@ def test_mute_from_the_page(client, oncall, alert):
     assert 3.9 < (mute.expires_at - mute.created_at).total_seconds() / 3600 <= 4
     assert Alert.objects.get().state == "muted"
     html = page(client)
-    assert "1 open alert(s) muted" in html
+    assert "1 open alert muted" in html
     assert f'data-mute-id="{mute.pk}" title="layer 3 known bad">until ' in html
 
 

@@ -61,5 +61,5 @@ def test_the_detail_shows_each_revision_newest_first_with_what_changed(owner, pr
     history = html[html.index('id="rule-history"'):]
     assert history.index(">load_rules<") < history.index(">api<") < history.index(">test<")  # newest first
     assert "olivia" in history
-    assert '<strong>persistence</strong>: <del>{"points": 3, "resolve_points": 10}</del> → <ins>{"points": 5, "resolve_points": 10}</ins>' in history
+    assert '<strong>persistence</strong>: <del>points 3; resolve points 10</del> → <ins>points 5; resolve points 10</ins>' in history
     assert "saved without changes" in history and "first revision recorded" in history

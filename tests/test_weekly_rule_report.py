@@ -36,9 +36,9 @@ def test_one_email_per_owner_kept_as_a_sent_report(project, owner, teammate, dja
     assert sorted(by_recipients) == [("grad@example.org",), ("olivia@example.org",)]
     team_mail = by_recipients[("olivia@example.org",)]
     assert team_mail.subject == "[Warning Light] weekly rule report: pretrain · Pretrain on-call <#pretrain-oncall>"
-    assert "loss-spike: 1 alerts, 0 triaged" in team_mail.body and "FLAG never_triaged: 1 alerts, none triaged" in team_mail.body
+    assert "loss-spike: 1 alert, 0 triaged" in team_mail.body and "FLAG never triaged: 1 alert, none triaged" in team_mail.body
     assert "grad-high" not in team_mail.body
-    assert "grad-high: 1 alerts, 1 triaged" in by_recipients[("grad@example.org",)].body
+    assert "grad-high: 1 alert, 1 triaged" in by_recipients[("grad@example.org",)].body
 
     kept = {s.owner: s for s in SentReport.objects.all()}
     assert sorted(kept) == ["Grad team <grad@example.org>", "Pretrain on-call <#pretrain-oncall>"]

@@ -1,6 +1,7 @@
 from django import template
 
 from alerts.starter import console_link as _console_link
+from opsconsole.words import identity_words
 
 register = template.Library()
 
@@ -15,3 +16,9 @@ def console_link(url):
 def item(mapping, key):
     """`{{ row|item:key }}`: a dict's value by a key held in a variable (None when absent)."""
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def identity(value):
+    """`{{ v|identity }}`: a tag's or config's value in words (opsconsole.words.identity_words)."""
+    return identity_words(value)
