@@ -52,10 +52,13 @@ def within_width(page, locator, width):
     return box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 1
 
 
-def save(page, name):
-    if os.environ.get("WL_SCREENSHOTS") == "1":
-        DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(DOCS_SCREENSHOTS / f"{name}.png"), full_page=True)
+def save(page, name, folder):
+    """The page as the docs show it: into docs/screenshots/ with WL_SCREENSHOTS=1, else into `folder`."""
+    folder = DOCS_SCREENSHOTS if os.environ.get("WL_SCREENSHOTS") == "1" else folder
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
 
 
 def test_a_reviewer_on_a_phone(browser, phone_project):
@@ -127,14 +130,15 @@ def test_the_audit_report_shows_every_column_at_1440(browser, phone_project):
     assert flags.locator("[data-flag]").count() and within_width(page, flags, 1440)
 
 
-@pytest.mark.skipif(os.environ.get("WL_SCREENSHOTS") != "1", reason="screenshots for the docs: WL_SCREENSHOTS=1")
-def test_screenshots_for_the_docs(browser, phone_project):
+def test_the_docs_screenshots_show_the_inbox_and_the_run_page_at_1440_and_390(browser, phone_project, tmp_path):
+    # The docs' screenshots come from this run (WL_SCREENSHOTS=1 writes them into docs/screenshots/); each is the
+    # page as wide as the screen, with nothing sideways.
     page = log_in(browser, phone_project, "olivia", "pw-olivia")
     for width, height in ((1440, 900), (390, 844)):
         page.set_viewport_size({"width": width, "height": height})
-        page.goto(phone_project.url + "/inbox/")
-        page.wait_for_selector("#inbox-table")
-        save(page, f"inbox-{width}")
-        page.goto(phone_project.url + f"/runs/{RUN}/")
-        page.wait_for_selector("#headline-chart .main-svg")
-        save(page, f"run-{width}")
+        for name, url, ready in (("inbox", "/inbox/", "#inbox-table"), ("run", f"/runs/{RUN}/", "#headline-chart .main-svg")):
+            page.goto(phone_project.url + url)
+            page.wait_for_selector(ready)
+            assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1, f"{name} at {width}"
+            path = save(page, f"{name}-{width}", tmp_path)
+            assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
