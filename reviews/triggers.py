@@ -21,7 +21,7 @@ from django.utils import timezone
 from alerts.models import PermittedResponse
 from alerts.tasks import EVALUATION_LOCK_BASE
 from ingest.models import Run, RunStatus
-from reviews import signals
+from reviews import lifecycle, signals
 from reviews.models import LogEntry, Review, ReviewSchedule, ReviewState, ReviewTrigger
 
 log = logging.getLogger(__name__)
@@ -34,9 +34,7 @@ def _opened(review):
 
 
 def _open(run, trigger, due_key, now, **fields):
-    from reviews.lifecycle import open_review
-
-    return _opened(open_review(run, trigger, due_key=due_key, fill_now=False, now=now, **fields))
+    return _opened(lifecycle.open_review(run, trigger, due_key=due_key, fill_now=False, now=now, **fields))
 
 
 def _open_scheduled(run, due_key, now, detail):
@@ -45,11 +43,6 @@ def _open_scheduled(run, due_key, now, detail):
     if Review.objects.filter(run=run, trigger=ReviewTrigger.SCHEDULE, state=ReviewState.OPEN).exists():
         return None
     return _open(run, ReviewTrigger.SCHEDULE, due_key, now, detail=detail)
-
-
-def _finished(run) -> bool:
-    budget_steps = (run.budget or {}).get("steps")
-    return run.status == RunStatus.FINISHED or bool(budget_steps and run.last_step is not None and run.last_step >= budget_steps)
 
 
 def _holds_evaluation_lock(run) -> bool:
@@ -87,7 +80,7 @@ def reviews_due_after_batch(sender, run, receipt, now, **kwargs):
     if step is None:
         return
     schedule = ReviewSchedule.of(run)
-    if schedule is not None and schedule.every_steps and not _finished(run):
+    if schedule is not None and schedule.every_steps and not lifecycle.run_finished(run):
         due = (step // schedule.every_steps) * schedule.every_steps
         # Every later batch sees the same due step: a read answers it, not an insert refused by the constraint.
         if due > 0 and not Review.objects.filter(run=run, due_key=f"steps:{due}").exists():

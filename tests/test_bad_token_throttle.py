@@ -5,36 +5,22 @@ tokens (TOKEN_FAILURES_PER_ADDRESS, 20), within AUTH_FAILURE_WINDOW_SECONDS.
 Valid tokens never count and are never refused (tests/test_valid_tokens_are_never_locked_out.py),
 and one job repeating a revoked token blocks only that token.
 """
-import secrets
-
 import pytest
 from django.conf import settings
-from rest_framework.test import APIClient
 
-from ingest.models import TOKEN_PREFIX
 from opsconsole.models import PersonalToken
+from tests import token_support
+from tests.token_support import assert_throttled, guess
 
 pytestmark = pytest.mark.django_db
-BATCH = {"run": {"id": "throttled"}, "points": [{"step": 1, "metric": "loss", "value": 1.0}]}
-
-
-def guess(prefix=TOKEN_PREFIX):
-    return prefix + secrets.token_urlsafe(32)
 
 
 def ingest(token, address="203.0.113.7"):
-    return APIClient().post("/api/v1/ingest", BATCH, format="json", HTTP_AUTHORIZATION=f"Bearer {token}", REMOTE_ADDR=address)
+    return token_support.ingest(token, address, "throttled")
 
 
 def read(token, address="203.0.113.7"):
-    return APIClient().get("/api/v1/runs/", HTTP_AUTHORIZATION=f"Bearer {token}", REMOTE_ADDR=address)
-
-
-def assert_throttled(response):
-    assert response.status_code == 429, response.content
-    assert 0 < int(response["Retry-After"]) <= settings.AUTH_FAILURE_WINDOW_SECONDS
-    [error] = response.json()["errors"]
-    assert error["path"] == "Authorization" and "too many" in error["message"]
+    return token_support.read(token, address)
 
 
 def test_an_address_guessing_project_tokens_is_throttled():

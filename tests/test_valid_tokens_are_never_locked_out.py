@@ -4,37 +4,24 @@ The per-address guess limit (TOKEN_FAILURES_PER_ADDRESS distinct bad tokens, 20)
 refuses every unknown token from that address, so a guesser is stopped; but the jobs and
 people behind the same address who send tokens the console knows carry on.
 """
-import secrets
-
 import pytest
 from django.conf import settings
-from rest_framework.test import APIClient
 
-from ingest.models import TOKEN_PREFIX, Run
+from ingest.models import Run
 from opsconsole.models import PersonalToken
+from tests import token_support
+from tests.token_support import assert_throttled, guess
 
 pytestmark = pytest.mark.django_db
 NAT = "198.51.100.23"
-BATCH = {"run": {"id": "behind-the-nat"}, "points": [{"step": 1, "metric": "loss", "value": 1.0}]}
-
-
-def guess(prefix=TOKEN_PREFIX):
-    return prefix + secrets.token_urlsafe(32)
 
 
 def ingest(token, address=NAT):
-    return APIClient().post("/api/v1/ingest", BATCH, format="json", HTTP_AUTHORIZATION=f"Bearer {token}", REMOTE_ADDR=address)
+    return token_support.ingest(token, address, "behind-the-nat")
 
 
 def read(token, address=NAT):
-    return APIClient().get("/api/v1/runs/", HTTP_AUTHORIZATION=f"Bearer {token}", REMOTE_ADDR=address)
-
-
-def assert_throttled(response):
-    assert response.status_code == 429, response.content
-    assert 0 < int(response["Retry-After"]) <= settings.AUTH_FAILURE_WINDOW_SECONDS
-    [error] = response.json()["errors"]
-    assert error["path"] == "Authorization" and "too many" in error["message"]
+    return token_support.read(token, address)
 
 
 def test_valid_tokens_work_from_an_address_that_sent_25_bad_ones(token, owner, project):
