@@ -183,6 +183,22 @@ def param_rows(params) -> list[tuple[str, str]]:
     return [(key, value_text(value)) for key, value in params.items()]
 
 
+def param_words(kind, params) -> list[dict]:
+    """The rule page's params, each in words ({label, value, meaning}): "Width 10", never a key or a JSON object."""
+    if not isinstance(params, dict):
+        return []
+    spec = {p.name: p for p in PARAM_SPECS.get(kind, ())}
+    rows = []
+    for key, value in params.items():
+        param = spec.get(key)
+        rows.append({
+            "label": param.label if param else str(key).replace("_", " ").capitalize(),
+            "value": value_text(value),
+            "meaning": param.meaning.replace("`", "") if param else "not a setting of this kind",
+        })
+    return rows
+
+
 def value_text(value) -> str:
     """A snapshot or params value as short text."""
     if isinstance(value, bool):

@@ -100,7 +100,7 @@ def rule_detail(request, pk):
         "persistence_words": describe.persistence_words(rule.persistence),
         "kind_words": describe.kind_words(rule.kind, rule.params),
         "response_words": describe.RESPONSE_WORDS.get(rule.permitted_response, ""),
-        "param_rows": describe.param_rows(rule.params),
+        "param_words": describe.param_words(rule.kind, rule.params),
         "alerts": alerts,
         "last_alert": last_alert,
         "history": describe.revision_history(revisions),

@@ -47,6 +47,12 @@ class Param:
     above_minimum: bool = False  # strictly greater than `minimum`
     choices: tuple = ()
     default_text: str = ""  # how the README and the form write a derived default
+    label_text: str = ""  # the form's and the rule page's name for it, where the key read as words is not enough
+
+    @property
+    def label(self) -> str:
+        """The param in words ("Min history"), for people; the key stays for JSON, the API and rules as code."""
+        return self.label_text or (self.name[0].upper() + self.name[1:]).replace("_", " ")
 
     def expectation(self) -> str:
         if self.type == CHOICE:
@@ -144,7 +150,8 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("window", WHOLE, "points of history the band is computed from", default=100, minimum=2, maximum=MAX_WINDOW),
         Param("min_history", WHOLE, "points of history before anything is judged; at most `window`", default=20,
               minimum=2, maximum=MAX_WINDOW),
-        Param("rel_floor", NUMBER, "σ is at least this share of the level", default=0.005, minimum=0),
+        Param("rel_floor", NUMBER, "σ is at least this share of the level", default=0.005, minimum=0,
+              label_text="Relative floor"),
         Param("settle_steps", meaning="first steps of each phase not judged", default=5, **STEPS),
         Param("restore_window", meaning="steps after a restart judged against the history before its checkpoint",
               default=50, **STEPS),
@@ -176,8 +183,8 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
               "one) is at least this share of the highest value "
               "the series has had (a learning rate at the end of its schedule, already near zero, is not collapsing)",
               minimum=0, above_minimum=True, maximum=1),
-        Param("per", NAME, "judge the value divided by this run-level metric as it stood at that step (its latest "
-              "point at or before it, at most 1,000 steps before; update_ratio per unit of lr: what the optimizer did "
+        Param("per", NAME, label_text="Per metric", meaning="judge the value divided by this run-level metric as "
+              "it stood at that step (its latest point at or before it, at most 1,000 steps before; update_ratio per unit of lr: what the optimizer did "
               "beyond what its schedule asked); points with none are not judged"),
         PERSISTENCE_SECONDS,
     ),
@@ -194,15 +201,15 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("min_magnitude", NUMBER, "events of a lower magnitude (or none) are ignored"),
     ),
     "divergence": (
-        Param("training", NAME, "the training metric that keeps falling", default="loss"),
+        Param("training", NAME, "the training metric that keeps falling", default="loss", label_text="Training metric"),
         Param("evaluations", WHOLE, "K: evaluations in a row the validation metric rose at", default=3,
               minimum=1, maximum=MAX_EVALUATIONS),
         Param("min_rise", NUMBER, "the least relative rise over those evaluations", default=0.01, minimum=0),
         Param("fast_rise", NUMBER, "also held, before K rises, once the validation metric has risen at two "
               "evaluations in a row and stands this share above its lowest evaluation while the training metric "
               "fell over the same evaluations (unset: only the K rises)", minimum=0, above_minimum=True),
-        Param("noise_z", NUMBER, "either way, the rise must also exceed this many times the evaluation's own "
-              "noise (the spread of its evaluations around their local trend: second differences over the last 16), "
+        Param("noise_z", NUMBER, label_text="Noise multiple", meaning="either way, the rise must also exceed this "
+              "many times the evaluation's own noise (the spread of its evaluations around their local trend: second differences over the last 16), "
               "measured from the lowest running median of three evaluations; until 4 evaluations before the lowest "
               "tell the noise, the training metric's step-to-step spread stands in for it (an evaluation averages at "
               "least one batch), and without training points the shares are 4 times as large (0: the fixed shares "

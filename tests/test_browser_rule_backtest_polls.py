@@ -16,6 +16,7 @@ def test_the_rule_form_shows_the_result_when_the_worker_is_done(browser, console
     page.fill("#id_name", "loss-band")
     page.select_option("#id_kind", "band")
     page.fill("#id_owner", "Pretrain on-call <#pretrain-oncall>")
+    page.click("#rule-json > summary")  # the JSON boxes, as rules-as-code people write a rule
     page.fill("#id_scope", '{"metrics": ["loss"]}')
     page.fill("#id_persistence", '{"points": 3, "resolve_points": 10}')
     page.fill("#id_params", '{"direction": "above", "width": 6}')

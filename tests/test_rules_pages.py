@@ -64,7 +64,9 @@ def test_the_detail_shows_the_governance_fields_and_the_rule_in_words(owner, rul
     assert "the run as a whole only" in html  # component ""
     assert "team=pretrain" in html  # run tags
     assert "warmup" in html  # the phases a band skips by default
-    assert "<code>width</code>" in html and "<code>6</code>" in html
+    settings = html[html.index('id="rule-params"'):].split("</dl>")[0]
+    assert "<dt>Width</dt><dd><strong>6</strong>" in settings and "<dt>Direction</dt><dd><strong>above</strong>" in settings
+    assert "{" not in html.split('<section class="panel rule-summary">')[1].split("Recent alerts")[0]  # no JSON object
     assert f'href="/rules/{rule.pk}/edit/"' in html and f'href="/rules/{rule.pk}/delete/"' in html
 
 
@@ -98,9 +100,14 @@ def form_data(**overrides):
         "kind": "band",
         "description": "Gradient norm far above its band.",
         "owner": "Pretrain on-call <#pretrain-oncall>",
-        "scope": '{"metrics": ["grad_norm"], "component": "*"}',
-        "persistence": '{"points": 3, "resolve_points": 10}',
-        "params": '{"direction": "above", "width": 10}',
+        "scope_metrics": "grad_norm",
+        "scope_components": "matching",
+        "scope_component": "*",
+        "persistence_count": "3",
+        "persistence_unit": "points",
+        "persistence_resolve_points": "10",
+        "param_band_direction": "above",
+        "param_band_width": "10",
         "diagnostic_url": "https://runbooks.example/grad",
         "permitted_response": "notify",
         "enabled": "on",
@@ -135,8 +142,9 @@ def test_the_project_choice_is_only_projects_the_user_administers(owner, other_p
 def test_owner_edits_a_rule_and_the_form_starts_from_the_rule(owner, rule):
     client = client_for(owner)
     page = client.get(f"/rules/{rule.pk}/edit/").content.decode()
-    assert "Pretrain on-call &lt;#pretrain-oncall&gt;" in page and "&quot;resolve_points&quot;: 10" in page
-    data = form_data(name="loss-spike", kind="band", permitted_response="review", scope='{"metrics": ["loss"]}')
+    assert "Pretrain on-call &lt;#pretrain-oncall&gt;" in page and 'name="persistence_resolve_points" value="10"' in page
+    data = form_data(name="loss-spike", kind="band", permitted_response="review", scope_metrics="loss",
+                     scope_components="every", scope_component="")
     data.pop("enabled")  # unticked
     response = client.post(f"/rules/{rule.pk}/edit/", data)
     assert response.status_code == 302
@@ -153,7 +161,7 @@ def test_a_duplicate_name_is_an_error_on_the_name(owner, rule):
     assert Rule.objects.count() == 1
 
 
-def test_malformed_json_is_an_error_on_that_field(owner):
+def test_malformed_json_in_the_advanced_boxes_is_an_error_on_that_field(owner):
     response = client_for(owner).post("/rules/new/", form_data(params='{"width": 6,}', persistence="[1, 2]"))
     assert response.status_code == 200
     errors = response.context["form"].errors
