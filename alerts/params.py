@@ -3,7 +3,7 @@
 Model validation (and through it the REST API, the console form, the admin and
 rules as code) calls `params_errors`; evaluation reads a rule's params through
 `resolved`, so no value the validator refuses is ever judged with and each
-default is written once. The README's table of params is `reference_table()`,
+default is written once. docs/alerting.md's table of params is `reference_table()`,
 and the console form's "params by kind" is `describe_kind`.
 
 The validator walks one level of the object and never echoes a whole value
@@ -46,7 +46,7 @@ class Param:
     maximum: float | None = None
     above_minimum: bool = False  # strictly greater than `minimum`
     choices: tuple = ()
-    default_text: str = ""  # how the README and the form write a derived default
+    default_text: str = ""  # how docs/alerting.md and the form write a derived default
     label_text: str = ""  # the form's and the rule page's name for it, where the key read as words is not enough
 
     @property
@@ -361,7 +361,7 @@ def describe_kind(kind) -> str:
 
 
 def reference_table() -> str:
-    """The README's table of params: kind, param, what it means, allowed values, default."""
+    """docs/alerting.md's table of params: kind, param, what it means, allowed values, default."""
     lines = ["| kind | param | meaning | values | default |", "| --- | --- | --- | --- | --- |"]
     for kind, params in KIND_PARAMS.items():
         if not params:

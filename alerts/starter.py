@@ -1,7 +1,7 @@
 """The governed rule pack every new project starts with, and the runbooks its rules link to.
 
 Tuned on the tune half of benchmarks/faults (generated CPU runs and real public
-runs); the figures on the held-out half are in the README. The owner is the
+runs); the figures on the held-out half are in docs/fault-corpus.md. The owner is the
 project's on-call owner (`issue_token --owner`); each rule's diagnostic link is
 its runbook page on this console (`/runbooks/<rule name>/`).
 """

@@ -3,7 +3,7 @@
 One function (`report_rows`) builds the rows; the console page, the printable page, the JSON and the CSV all
 show them, so the formats cannot disagree.
 
-Definitions (the README repeats them):
+Definitions (docs/alerting.md, "Keeping rules honest", repeats them):
 - fires: the rule's alerts with fired_at in the period; incidents: the distinct incidents those alerts belong to.
 - alerts per run: fires / the distinct runs they fired on.
 - triaged: an alert with an acknowledged or verdict AlertChange row, a resolved row made by a person (`by` set),

@@ -100,7 +100,7 @@ def open_review(run, trigger, *, by=None, alert=None, incident=None, due_key="",
     `fill_now`: fill steps 1-5 before returning (a person waiting on the page); triggers leave it to
     fill_review after their transaction commits (reviews/tasks.py), so evaluation is not slowed by it.
     """
-    from reviews.checks import default_comparison
+    from reviews.steps.shared import default_comparison
 
     now = now or timezone.now()
     previous = Review.objects.filter(run=run).order_by("-opened_at", "-id").first()
@@ -155,7 +155,7 @@ def fill_review(review, *, by=None, force=False) -> bool:
 
     Claimed under the review's row lock, so two workers never fill one review twice.
     """
-    from reviews.checks import fill
+    from reviews.steps import fill
 
     with transaction.atomic():
         locked = Review.objects.select_for_update().filter(pk=review.pk).first()
@@ -385,7 +385,7 @@ def write_entry(run, *, by, observation, explanations, action="", owner="", expe
                 links[key] = list(dict.fromkeys(named))
     links = _links(links, run)
     trigger = next_review_trigger(next_review, run, now=now)
-    from reviews.checks import last_checkpoint_step
+    from reviews.steps.checkpoints import last_checkpoint_step
 
     checkpoint = last_checkpoint_step(run)
     if decision == DecisionKind.TERMINATE and artifacts_preserved is not True:
@@ -468,8 +468,8 @@ def corrected_decision(entry) -> LogEntry | None:
 
 
 def proposed_rewind(review) -> dict | None:
-    """When the review concerns an incident: the rewind the PaLM practice suggests (reviews/checks.py)."""
-    from reviews.checks import rewind_proposal
+    """When the review concerns an incident: the rewind the PaLM practice suggests (reviews/steps/checkpoints.py)."""
+    from reviews.steps.checkpoints import rewind_proposal
 
     incident = review.incident
     if incident is None and review.alert_id:

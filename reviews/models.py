@@ -1,7 +1,7 @@
 """Run reviews (six steps, each a row), review schedules, and the append-only decision log.
 
 A review belongs to one run. Steps 1-5 are filled from the stored data when the review opens
-(reviews/checks.py) and saved as they were shown, so the review reads the same later; step 6 is the
+(reviews/steps/) and saved as they were shown, so the review reads the same later; step 6 is the
 decision, which writes one decision-log entry. Every change of a review is a ReviewActivity row.
 
 The decision log (LogEntry) is append-only below the application: the database refuses UPDATE and
@@ -70,8 +70,8 @@ def rewind_words(rewind: dict | None) -> str:
 
 # The shortest schedules. A review is a person's work of several minutes; below these a schedule opens reviews
 # faster than anyone reads them (every_steps: 1 opened one per batch, every_hours: 0.01 one per beat tick).
-# 100 steps is two of the 50-step windows the expectation step averages (reviews/checks.py), so each review
-# has at least one window the previous one did not see; an hour keeps a person's queue to 24 a run a day.
+# 100 steps is two of the 50-step windows the expectation step averages (reviews/steps/expectation.py), so each
+# review has at least one window the previous one did not see; an hour keeps a person's queue to 24 a run a day.
 MIN_EVERY_STEPS = 100
 MIN_EVERY_HOURS = 1.0
 MAX_EVERY_HOURS = 24 * 365
@@ -159,7 +159,7 @@ class ReviewStep(models.Model):
     number = models.PositiveSmallIntegerField()
     state = models.CharField(max_length=16, choices=StepState.choices, blank=True)
     summary = models.TextField(blank=True)
-    # What the step found, as shown: structured per step (reviews/checks.py documents each).
+    # What the step found, as shown: structured per step (reviews/steps/shared.py documents the shape).
     findings = models.JSONField(default=dict, blank=True)
     # [{"label": "loss at steps 1200-1400", "href": "/runs/x/?metric=loss&start=1200&end=1400"}, …]
     evidence = models.JSONField(default=list, blank=True)

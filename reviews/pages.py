@@ -91,7 +91,7 @@ def _facts(findings) -> list[tuple[str, str]]:
 
 
 def _last_checkpoint(run):
-    from reviews.checks import last_checkpoint_step
+    from reviews.steps.checkpoints import last_checkpoint_step
 
     return last_checkpoint_step(run)
 

@@ -6,8 +6,8 @@
   decision written more than STOPPED_LATE_STEPS steps or STOPPED_LATE_SECONDS after the first alert
   of the run that had fired and was still unresolved when the decision was written.
 - `several_variables_changed(project)`: runs whose config differs from their reference run in more
-  than one key (reviews/checks.py's `config_diff`), against the run a review compares it with by default
-  (`default_comparison`: the project's newest reference run, never the run itself).
+  than one key (reviews/steps/identity.py's `config_diff`), against the run a review compares it with by
+  default (`default_comparison`: the project's newest reference run, never the run itself).
 - `incident_handling(project)`: each incident as handled by an automatic response (one of its alerts
   is of a hard-invariant rule whose permitted response is stop or rewind, in a project that is not
   read-only: ingest answered the job with that directive), by a human decision (a decision-log entry
@@ -20,9 +20,10 @@ from datetime import timedelta
 from alerts.governance import AUTOMATIC_RESPONSES, HARD_INVARIANT_KINDS
 from alerts.models import Alert, Incident
 from ingest.models import CATCH_ALL_SUFFIX, Run
-from reviews.checks import config_diff, default_comparison
 from reviews.chronicle import Cause, attempts
 from reviews.models import DecisionKind, LogEntry, Review
+from reviews.steps.identity import config_diff
+from reviews.steps.shared import default_comparison
 
 # A terminate decision this far past the first still-unresolved alert is "stopping too late".
 STOPPED_LATE_STEPS = 1000

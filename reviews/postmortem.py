@@ -14,7 +14,7 @@ from django.utils import timezone
 from alerts.models import Alert, Incident
 from reviews.chronicle import CAUSE_WINDOW_SECONDS, CAUSE_WINDOW_STEPS, NUMERIC_KINDS, Cause, attempts, cause_title, chronicle, effective_time, incident_row, iso
 from reviews.models import LogEntry, Review
-from reviews.checks import run_has_own_times
+from reviews.steps.shared import run_has_own_times
 from reviews.templatetags.chronicle import duration, percent
 from reviews.templatetags.words import number, words
 from runs.detail import budget_words

@@ -1,7 +1,7 @@
 """A real `mlflow server` (from `.venv-mlflow`, which bin/test creates) for the MLflow sender's tests, and its REST API.
 
 One server per test session, on SQLite in a temporary folder, single process (no job runner): starting one
-costs seconds (see the README's test figures). Under CI a missing MLflow fails the tests that need it.
+costs seconds (see the suite's figures in docs/testing.md). Under CI a missing MLflow fails the tests that need it.
 """
 import os
 import shutil

@@ -5,7 +5,7 @@ text and jsonb) and some on SQLite too: NUL in labels, annotations and
 fingerprints; bare NaN / 1e400 in annotations; a non-numeric or huge `step`
 label; label or annotation values nested ~1,000 deep (RecursionError).
 
-What the webhook does instead (README, "Prometheus Alertmanager"):
+What the webhook does instead (docs/alertmanager.md):
 - NUL in any label or annotation name or value, or the fingerprint, is stored
   as U+FFFD (the same on every notification, so a resolved alert still finds
   the event it ends);

@@ -2,7 +2,8 @@
 
 A rule whose permitted response is `review` fires on a NaN loss; the review it opened is one click from the
 inbox's incident row; the reviewer reads the six steps, checks one, picks evidence, decides, and the decision
-log shows the entry. Screenshots of the review and the log go to var/screenshots/ (the README shows them).
+log shows the entry. Screenshots of the review and the log go to var/screenshots/ (docs/reviews.md shows
+copies of them).
 """
 import pytest
 

@@ -1,7 +1,7 @@
 """Every field of a batch is bounded, generously for real senders, and a field over its bound is a 400 naming it.
 
 Taken before: a 3,000,000-character tag key, 200,000 tags, a `time` of 1e300,
-`1e400` as Infinity while `10**400` was refused. The bounds (README, API): at most
+`1e400` as Infinity while `10**400` was refused. The bounds (docs/api.md): at most
 256 tags with names of at most 128 characters, `config` at most 256 KiB as JSON,
 times from 0 to 7258118400 (2200-01-01), at most 10,000 phases, `budget.steps`
 within the step range; and one rule for numbers beyond the 64-bit float range:

@@ -1,4 +1,4 @@
-"""The layout the README's architecture section promises: a newcomer finds any page or endpoint by its app."""
+"""The layout docs/architecture.md promises: a newcomer finds any page or endpoint by its app."""
 import ast
 from pathlib import Path
 

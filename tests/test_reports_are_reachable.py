@@ -1,6 +1,6 @@
 """The rule audit report is found by following links: the nav's Reports lists the caller's projects, each linked to
 its report; the rules list and a rule's page link to the rule's row in it; the page's address with format=csv
-(as the README writes it) answers CSV."""
+(as docs/alerting.md writes it) answers CSV."""
 import re
 
 from tests.factories import client_for, make_rule

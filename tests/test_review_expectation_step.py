@@ -2,7 +2,7 @@
 import pytest
 
 from ingest.models import Run
-from reviews.checks import expectation
+from reviews.steps.expectation import expectation
 from tests.factories import make_alert, make_rule
 from tests.review_support import open_review, section_rows, send, series
 

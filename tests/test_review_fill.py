@@ -5,8 +5,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from reviews.checks import fill
 from reviews.models import STEP_TITLES, StepState
+from reviews.steps import fill
 from tests.review_support import open_review, send, series
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,9 @@ import json
 import pytest
 
 from ingest.models import Run
-from reviews.checks import default_comparison, fill, identity
+from reviews.steps import fill
+from reviews.steps.identity import identity
+from reviews.steps.shared import default_comparison
 from tests.review_support import open_review, send, series
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,8 @@ import json
 import pytest
 
 from ingest.models import Run
-from reviews.checks import invariants, last_checkpoint_step
+from reviews.steps.checkpoints import last_checkpoint_step
+from reviews.steps.hard_invariants import invariants
 from tests.factories import make_alert, make_rule
 from tests.review_support import open_review, section_rows, send, series
 

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from reviews.checks import remaining_value
+from reviews.steps.remaining_value import remaining_value
 from tests.review_support import open_review, send, series
 
 pytestmark = pytest.mark.django_db

@@ -1,7 +1,7 @@
 """Step 4 of a review: evaluation metrics per slice beside the aggregate."""
 import pytest
 
-from reviews.checks import slices
+from reviews.steps.slices import slices
 from tests.review_support import open_review, send, series
 
 pytestmark = pytest.mark.django_db

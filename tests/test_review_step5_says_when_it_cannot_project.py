@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from ingest.models import Run
-from reviews.checks import remaining_value
 from reviews.postmortem import postmortem_markdown
+from reviews.steps.remaining_value import remaining_value
 from tests.review_support import open_review, send, series
 
 pytestmark = pytest.mark.django_db

@@ -2,7 +2,7 @@
 import pytest
 
 from ingest.models import Run
-from reviews.checks import rewind_proposal
+from reviews.steps.checkpoints import rewind_proposal
 from tests.review_support import send, series
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,8 @@ serving the real ASGI app in this process, the project's starter pack installed)
   `unclassified` event alert as the live run.
 
 The health cadence is the default (every 10 steps) and the NaN is written before the forward pass of
-step 150, a health step: the step's forward pass is what localizes a NaN before it spreads (the README
-says what happens between health steps).
+step 150, a health step: the step's forward pass is what localizes a NaN before it spreads (client/README.md,
+"Component health", says what happens between health steps).
 """
 import time
 
