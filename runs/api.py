@@ -1,4 +1,5 @@
 """The run read API: runs, a run, its points and events (contract v1), and the console's chart data."""
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -6,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ingest.contract import RUN_ID_RE
 from ingest.downsample import series_buckets
 from ingest.models import Event, Series
 from ingest.serializers import (
@@ -17,6 +19,7 @@ from ingest.serializers import (
     RunDetailSerializer,
     RunSummarySerializer,
     SeriesQuerySerializer,
+    pattern_field,
     read_query,
 )
 from ingest.storage import read_points
@@ -24,6 +27,7 @@ from ingest.wire import event_as_dict, wire_value
 from opsconsole.permissions import visible_runs
 from opsconsole.schema import errors
 from runs.chart import MAX_BUCKETS, band_for_chart, finite_or_none
+from runs.compare import compared_run, run_label
 from runs.search import search_runs
 
 
@@ -89,31 +93,58 @@ class ChartQuerySerializer(SeriesQuerySerializer):
     buckets = serializers.IntegerField(required=False, default=2000, min_value=1, max_value=MAX_BUCKETS,
                                        help_text="at most this many buckets")
     band = serializers.BooleanField(required=False, default=False, help_text="include the phase-aware band")
+    compare = pattern_field(RUN_ID_RE, "compare", 128, required=False,
+                            help_text="the same series of this other run of the same project, to draw beside this run's "
+                                      "(the run page's Compare with); 404 for a run the caller may not compare with")
 
 
 class SeriesChartView(APIView):
     @extend_schema(operation_id="runs_series", parameters=[RUN_ID_PARAMETER, ChartQuerySerializer],
                    responses={200: OpenApiTypes.OBJECT, **errors(404)})
     def get(self, request, run_id):
-        """One series downsampled to buckets (min, max, last, non-finite count each), optionally with its band."""
+        """One series downsampled to buckets (min, max, last, non-finite count each), optionally with its band.
+
+        With `compare`, the same series of that other run instead, never with a band (the band is this run's
+        judgement): no such run, another project's and one the caller cannot see are the same 404, and a
+        compared run that never sent the series answers empty lists (nothing to draw beside this one).
+        """
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
         query = read_query(request, ChartQuerySerializer)
         metric, component, start, end, buckets = (query.get(k) for k in ("metric", "component", "start", "end", "buckets"))
+        if query.get("compare"):
+            return Response(self.compared(request, run, query["compare"], metric, component, start, end, buckets))
         series = get_object_or_404(Series.objects.select_related("run"), run=run, metric=metric, component=component)
-        data = series_buckets(series, start, end, buckets)
-        body = {
-            "run": run.run_id,
-            "metric": metric,
-            "component": component or None,
-            "layer": series.layer,
-            "resolution": data.resolution,
-            "bucket_steps": data.bucket_steps,
-            "step": data.step.tolist(),
-            "min": finite_or_none(data.min),
-            "max": finite_or_none(data.max),
-            "last": [wire_value(v) for v in data.last.tolist()],
-            "nonfinite": data.nonfinite.tolist(),
-        }
+        data, body = chart_body(series, start, end, buckets)
         if query["band"]:
             body["band"] = band_for_chart(series, data, start, end, buckets)
         return Response(body)
+
+    @staticmethod
+    def compared(request, run, compare_id, metric, component, start, end, buckets) -> dict:
+        other = compared_run(request.user, run, compare_id)
+        if other is None:
+            raise Http404("No such run to compare with in this run's project.")
+        series = Series.objects.select_related("run").filter(run=other, metric=metric, component=component).first()
+        if series is None:
+            return {"run": other.run_id, "name": run_label(other), "metric": metric, "component": component or None,
+                    "layer": None, "resolution": None, "bucket_steps": None, "step": [], "min": [], "max": [], "last": [],
+                    "nonfinite": []}
+        return {**chart_body(series, start, end, buckets)[1], "name": run_label(other)}
+
+
+def chart_body(series, start, end, buckets):
+    """`series` in at most `buckets` buckets: series_buckets' answer, and the chart's JSON of it."""
+    data = series_buckets(series, start, end, buckets)
+    return data, {
+        "run": series.run.run_id,
+        "metric": series.metric,
+        "component": series.component or None,
+        "layer": series.layer,
+        "resolution": data.resolution,
+        "bucket_steps": data.bucket_steps,
+        "step": data.step.tolist(),
+        "min": finite_or_none(data.min),
+        "max": finite_or_none(data.max),
+        "last": [wire_value(v) for v in data.last.tolist()],
+        "nonfinite": data.nonfinite.tolist(),
+    }

@@ -3,6 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
 from opsconsole.permissions import can_triage, visible_runs
+from runs.compare import compare_choices
 from runs.detail import run_page
 from runs.summary import runs_list
 
@@ -16,4 +17,5 @@ def runs(request):
 @login_required
 def run_detail(request, run_id):
     run = get_object_or_404(visible_runs(request.user), run_id=run_id)
-    return render(request, "runs/run.html", {**run_page(run), "may_review": can_triage(request.user, run.project)})
+    compare = compare_choices(request.user, run, request.GET.get("compare"), request.GET.get("compare_q"))
+    return render(request, "runs/run.html", {**run_page(run), "may_review": can_triage(request.user, run.project), "compare": compare})

@@ -6,7 +6,9 @@
  * spans shaded across every chart, restarts as dashed lines and alerts as red
  * markers at the top at their first step. Zooming any chart refetches finer data for all
  * of them and puts the range in the address bar (?metric=&start=&end=), so the view can be
- * shared; charts below the fold are drawn when scrolled into view.
+ * shared; charts below the fold are drawn when scrolled into view. "Compare with" draws another run of the
+ * project (?compare=<run id>) as a dashed grey line on every chart, its same series at the same steps, from the
+ * same chart data (one more request a chart).
  */
 (function () {
   "use strict";
@@ -16,6 +18,8 @@
   const charts = [];
   let range = null; // [start, end] shared by every chart, null = the whole run
   let zooming = false;
+  let compare = null; // { run, label }: the run drawn beside this one, null = none
+  const COMPARE_COLOUR = "#6b7280";
 
   function num(v) { return v === null || v === "NaN" || v === "Infinity" || v === "-Infinity" ? null : v; }
 
@@ -106,7 +110,7 @@
     return { x, y };
   }
 
-  function traces(chart, body) {
+  function traces(chart, body, other) {
     const t = [];
     const band = body.band;
     if (band && band.step.length) {
@@ -129,8 +133,14 @@
       t.push({ x: alone.map((i) => body.step[i]), y: alone.map((i) => last[i]), mode: "markers", marker: { color: "#1d4ed8", size: 7 },
                name: chart.metric + " (single point)", showlegend: false, hovertemplate: "step %{x}<br>" + chart.metric + " %{y:.5g}<extra></extra>" });
     }
-    t.push({ x: body.step, y: body.last.map(num), mode: "lines", line: { width: 1.3, color: "#1d4ed8" }, name: chart.metric,
+    t.push({ x: body.step, y: body.last.map(num), mode: "lines", line: { width: 1.3, color: "#1d4ed8" }, name: other ? plotlyText(thisLabel()) : chart.metric, meta: "run",
              hovertemplate: "step %{x}<br>" + chart.metric + " %{y:.5g}<extra></extra>" });
+    if (other) {
+      // The other run's last value of each bucket: its envelope, band and alerts stay its own page's.
+      t.push({ x: other.step, y: other.last.map(num), mode: "lines", line: { width: 1.3, color: COMPARE_COLOUR, dash: "dash" },
+               name: plotlyText(other.name), connectgaps: false, meta: "compare",
+               hovertemplate: "step %{x}<br>" + plotlyText(other.name) + " %{y:.5g}<extra></extra>" });
+    }
     const bad = body.step.filter((_, i) => body.nonfinite[i] > 0);
     if (bad.length) {
       // Along the bottom edge: the alert a NaN raises is marked at the top of the same step, and neither hides the other.
@@ -147,10 +157,19 @@
     return t;
   }
 
-  function valueRange(body) {
+  // A run's name is free text, and Plotly reads a trace's name and hover as its own little HTML: shown as typed.
+  function plotlyText(text) { return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); }
+
+  function thisLabel() {
+    const form = document.getElementById("compare-form");
+    return (form && form.dataset.runLabel) || data.run;
+  }
+
+  function valueRange(body, other) {
     // The data decides the y range (min–max envelope included, so spikes show); the band is clipped to it.
+    // A compared run's line is in it too: a reference far below or above is the point of comparing.
     let lo = Infinity, hi = -Infinity;
-    for (const arr of [body.min, body.max, body.last]) {
+    for (const arr of [body.min, body.max, body.last].concat(other ? [other.last] : [])) {
       for (const v of arr) { const x = num(v); if (x !== null) { if (x < lo) lo = x; if (x > hi) hi = x; } }
     }
     if (!isFinite(lo)) return undefined;
@@ -158,18 +177,21 @@
     return [lo - pad, hi + pad];
   }
 
-  function layout(chart, body) {
+  function layout(chart, body, other) {
     const marks = alertsFor(chart.metric, chart.component);
+    const legend = Boolean(other) && !chart.small;
     const s = shapes(data.max_step);
     for (const a of marks) {
       s.push({ type: "line", xref: "x", yref: "paper", x0: a.step, x1: a.step, y0: 0, y1: 1, line: { color: "#dc2626", width: 1 } });
     }
     return {
-      margin: chart.small ? { l: 44, r: 8, t: 6, b: 24 } : { l: 56, r: 16, t: 10, b: 30 },
+      margin: chart.small ? { l: 44, r: 8, t: 6, b: 24 } : { l: 56, r: 16, t: legend ? 28 : 10, b: 30 },
       height: chart.small ? 150 : chart.big ? 320 : 220,
-      showlegend: false,
+      // Comparing, the legend names the two runs (and nothing else: the page's legend explains the rest).
+      showlegend: legend,
+      legend: { orientation: "h", x: 0, y: 1, yanchor: "bottom", font: { size: 10 } },
       xaxis: stepAxis(body),
-      yaxis: { zeroline: false, tickfont: { size: 10 }, fixedrange: false, range: valueRange(body), autorange: valueRange(body) ? false : true },
+      yaxis: { zeroline: false, tickfont: { size: 10 }, fixedrange: false, range: valueRange(body, other), autorange: valueRange(body, other) ? false : true },
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       shapes: s,
       annotations: annotations(chart, stepSpan(body)),
@@ -186,6 +208,28 @@
     const response = await fetch(runPath + "?" + params.toString(), { credentials: "same-origin", headers: { Accept: "application/json" } });
     if (!response.ok) throw new Error(response.status + " " + (await response.text()));
     return response.json();
+  }
+
+  async function fetchCompare(chart) {
+    // The compared run's same series over the steps this chart shows (the zoomed range, or this run's steps),
+    // in as many buckets; kept while neither the run, the range nor this run's last step changes.
+    if (!compare || data.max_step === null) return null;
+    const width = Math.max(100, Math.floor(chart.el.clientWidth || 400));
+    const span = range ? [Math.max(0, Math.floor(range[0])), Math.ceil(range[1])] : [0, data.max_step];
+    const params = new URLSearchParams({ metric: chart.metric, buckets: String(Math.min(2000, width * 2)), compare: compare.run,
+                                         start: String(span[0]), end: String(span[1]) });
+    if (chart.component) params.set("component", chart.component);
+    const key = params.toString();
+    if (chart.compared && chart.compared.key === key) return chart.compared.body;
+    try {
+      const response = await fetch(runPath + "?" + key, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      // A run that went away since the page opened draws nothing beside this one; this run's chart still draws.
+      const body = response.ok ? await response.json() : null;
+      chart.compared = { key, body };
+      return body;
+    } catch (err) {
+      return null;
+    }
   }
 
   async function replaced(chart) {
@@ -216,10 +260,14 @@
   async function draw(chart) {
     chart.loading = true;
     try {
-      const [body, earlier] = await Promise.all([fetchBody(chart), replaced(chart)]);
-      await Plotly.react(chart.el, traces(chart, body).concat(earlier), layout(chart, body), { displaylogo: false, responsive: true,
+      const [body, earlier, fetched] = await Promise.all([fetchBody(chart), replaced(chart), fetchCompare(chart)]);
+      const other = fetched && fetched.step.length ? fetched : null;
+      const drawn = traces(chart, body, other).concat(earlier);
+      if (other) for (const t of drawn) t.showlegend = t.meta === "run" || t.meta === "compare";
+      await Plotly.react(chart.el, drawn, layout(chart, body, other), { displaylogo: false, responsive: true,
         modeBarButtonsToRemove: ["lasso2d", "select2d", "autoScale2d"] });
       chart.el.dataset.resolution = body.resolution;
+      if (other) chart.el.dataset.compared = other.run; else delete chart.el.dataset.compared;
       chart.el.dataset.drawn = "1";
       if (!chart.bound) {
         chart.bound = true;
@@ -280,6 +328,47 @@
     const focus = charts.find((c) => c.metric === asked.get("metric") && c.component === (asked.get("component") || ""))
       || charts.find((c) => c.metric === asked.get("metric"));
     if (focus) { focus.el.classList.add("chart-focus"); focus.el.scrollIntoView({ block: "center" }); document.body.dataset.linkedChart = focus.metric + "@" + focus.component; }
+  }
+  // Compare with: the page lists only runs the viewer may compare with and selects the one ?compare= names if it
+  // is one of them; anything else in the link is dropped from the address bar, as if it had never been there.
+  const compareForm = document.getElementById("compare-form");
+  const compareSelect = document.getElementById("compare-select");
+  function chooseCompare() {
+    const option = compareSelect && compareSelect.selectedOptions[0];
+    compare = option && option.value ? { run: option.value, label: option.dataset.label || option.value } : null;
+    const url = new URL(window.location.href);
+    if (compare) url.searchParams.set("compare", compare.run); else url.searchParams.delete("compare");
+    const q = url.searchParams.toString();
+    history.replaceState(history.state, "", url.pathname + (q ? "?" + q : "") + url.hash);
+    const key = document.getElementById("compare-legend");
+    if (key) key.remove();
+    const legend = document.querySelector(".legend");
+    if (compare && legend) {
+      const item = document.createElement("span");
+      item.id = "compare-legend";
+      const sw = document.createElement("i");
+      sw.className = "sw sw-compare";
+      item.append(sw, compare.label);
+      legend.insertBefore(item, document.getElementById("reset-zoom"));
+    }
+    document.body.dataset.compare = compare ? compare.run : "";
+  }
+  if (compareSelect) {
+    chooseCompare();
+    compareSelect.addEventListener("change", () => { chooseCompare(); redrawVisible(); });
+    // "Find" keeps what the address bar holds (the zoom, the chosen run) and narrows the list.
+    compareForm.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const url = new URL(window.location.href);
+      const text = document.getElementById("compare-search").value.trim();
+      if (text) url.searchParams.set("compare_q", text); else url.searchParams.delete("compare_q");
+      window.location.assign(url.pathname + "?" + url.searchParams.toString() + url.hash);
+    });
+  } else if (asked.get("compare") !== null) {
+    const url = new URL(window.location.href);
+    url.searchParams.delete("compare");
+    const q = url.searchParams.toString();
+    history.replaceState(history.state, "", url.pathname + (q ? "?" + q : "") + url.hash);
   }
   // What is on screen first, then the rest one after another, so the first chart is never kept waiting.
   // The rest start as soon as the observer has placed every chart and the on-screen ones are drawn, not
