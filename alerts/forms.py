@@ -117,12 +117,15 @@ class RuleForm(ParamErrorsOnParamsField, forms.Form):
     scope = JSONObjectField(
         widget=_textarea(SCOPE_EXAMPLE),
         help_text="JSON object with metrics (glob patterns) or conditions; optionally "
-        f"{', '.join(sorted(SCOPE_KEYS - {'metrics', 'conditions'}))}. e.g. {SCOPE_EXAMPLE}",
+        f"{', '.join(sorted(SCOPE_KEYS - {'metrics', 'conditions'}))}.",
     )
+    # Shown as code after the help (templates/alerts/rule_form.html): JSON in the help's prose would read as a leak.
+    scope.examples = [("e.g.", SCOPE_EXAMPLE)]
     persistence = JSONObjectField(
         widget=_textarea(PERSISTENCE_EXAMPLE, rows=2),
-        help_text=f"JSON object with exactly one of points, steps, seconds; optionally resolve_points. e.g. {PERSISTENCE_EXAMPLE}",
+        help_text="JSON object with exactly one of points, steps, seconds; optionally resolve_points.",
     )
+    persistence.examples = [("e.g.", PERSISTENCE_EXAMPLE)]
     diagnostic_url = forms.CharField(
         required=False,
         max_length=500,
