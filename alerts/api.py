@@ -421,6 +421,17 @@ class InboxPagination(LimitOffsetPagination):
     default_limit = 100
     max_limit = 500
 
+    def get_paginated_response_schema(self, schema):
+        answer = super().get_paginated_response_schema(schema)
+        answer["properties"]["needs_review"] = {
+            "type": "array", "items": {"type": "string"},
+            "description": "run ids, sorted, of the runs with an alert that ended with nobody's word on it (no verdict, "
+                           "acknowledgement or decision): what the inbox page marks \"needs review\". Filled for "
+                           "state=open (the default view), as the page does; empty for any other state.",
+        }
+        answer["required"] = [*answer.get("required", []), "needs_review"]
+        return answer
+
 
 class InboxQuerySerializer(serializers.Serializer):
     state = serializers.ChoiceField(triage.INBOX_STATES, required=False, default="open")
@@ -437,13 +448,17 @@ class InboxView(APIView):
 
     @extend_schema(operation_id="inbox_list", parameters=[InboxQuerySerializer], responses=InboxItemSerializer(many=True))
     def get(self, request):
-        """Alerts across the runs the caller may see, newest first: {count, next, previous, results}."""
+        """Alerts across the runs the caller may see, newest first: {count, next, previous, results, needs_review}."""
         query = read_query(request, InboxQuerySerializer)
         alerts = triage.inbox_alerts(request.user, state=query["state"], project=query.get("project"),
                                      rule=query.get("rule"), run=query.get("run"))
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(alerts, request, view=self)
-        return paginator.get_paginated_response([inbox_item(a) for a in page])
+        response = paginator.get_paginated_response([inbox_item(a) for a in page])
+        # The runs the page marks "needs review" (their alerts are no longer open, so no row above names them).
+        response.data["needs_review"] = triage.inbox_runs_needing_review(
+            request.user, project=query.get("project"), rule=query.get("rule"), run=query.get("run")) if query["state"] == "open" else []
+        return response
 
 
 # --- incidents: alerts of one fault, with one named origin (alerts/incidents.py) ---------------------------

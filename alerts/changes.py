@@ -7,9 +7,14 @@ the console's websockets hear cannot drift apart.
 from django.utils import timezone
 
 from alerts import incidents
-from alerts.models import AlertChange
+from alerts.health import publish_review_mark
+from alerts.models import AlertChange, ChangeKind
 from alerts.wire import alert_as_dict
 from opsconsole.live import publish
+
+
+# What may put a run on the "needs review" list or take it off (an alert ends, or a person looks at it).
+MAY_CHANGE_REVIEW = (ChangeKind.RESOLVED, ChangeKind.ACKNOWLEDGED, ChangeKind.VERDICT, ChangeKind.NEW_NORMAL)
 
 
 def record_change(alert, kind, *, step=None, at=None, by=None, receipt=None, note="", **fields) -> AlertChange:
@@ -46,5 +51,7 @@ def _announce(change, fields):
         **fields,
         "alert": alert_as_dict(alert),  # at commit: as this transaction left it
     })
+    if change.kind in MAY_CHANGE_REVIEW:  # after the alert's frame: its run's mark and the inbox's list, as they now stand
+        publish_review_mark(alert.run)
     # Its incident's state follows a person's or a sweep's change (evaluation's: once per batch, alerts/incidents.py).
     incidents.alert_changed(alert, change.kind, receipt=change.receipt, by=by, now=change.at)

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from alerts import signals
 from alerts.evaluation import evaluate_rules
+from alerts.health import health_frame
 from alerts.incidents import group_new_alerts
 from ingest.models import Block, Run, RunStatus
 from opsconsole.live import publish_points, publish_status
@@ -29,7 +30,7 @@ def evaluate(receipt):
     else:
         status = RunStatus.HEALTHY
     if status != run.status:
-        publish_status(run, status, run.status)  # a frame, sent when this evaluation commits
+        publish_status(run, status, run.status, health=lambda: health_frame(run))  # a frame, sent when this evaluation commits
     group_new_alerts(run, receipt, now)  # the batch's new alerts into incidents (alerts/incidents.py)
     signals.batch_evaluated.send(sender=None, run=run, receipt=receipt, now=now)
     # The run's row is written once, last: an update holds the row's lock until evaluation commits, and the

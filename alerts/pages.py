@@ -276,10 +276,7 @@ def _render_inbox(request, failed=None, status=200):
     unreviewed_runs = []
     if filters["state"] == "open":
         # Runs with an alert nobody acted on: the default view never reads as all clear while one exists.
-        unreviewed_runs = sorted(set(
-            triage.inbox_alerts(request.user, state="all", project=filters["project"], rule=filters["rule"])
-            .filter(review.unreviewed_q()).values_list("run__run_id", flat=True)
-        ))
+        unreviewed_runs = triage.inbox_runs_needing_review(request.user, project=filters["project"], rule=filters["rule"])
         # Alerts that ended by themselves with nobody's verdict: counted, so false-alarm rates can be.
         unjudged = triage.inbox_alerts(request.user, state=triage.RESOLVED_NO_VERDICT, project=filters["project"],
                                        rule=filters["rule"])

@@ -175,9 +175,9 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
               "when that median is back within `level_width` times its spread of the level it left (a lasting shift "
               "smaller than the points' noise is seen, and a noisy series' points wandering back into the band do "
               "not end it); at most `window` (unset: points only)", minimum=2, maximum=MAX_WINDOW),
-        Param("level_width", NUMBER, "with level_points: how many of its spreads a level must move", default=4.0,
+        Param("level_width", NUMBER, "how many of its spreads a level must move (with level_points)", default=4.0,
               minimum=0, above_minimum=True),
-        Param("level_min", NUMBER, "with level_points: the least shift of the level that is held, as a share of it",
+        Param("level_min", NUMBER, "the least shift of the level that is held, as a share of it (with level_points)",
               default=0.0, minimum=0),
         Param("floor_share", NUMBER, "judged only while the last value before a point (before the excursion, during "
               "one) is at least this share of the highest value "
@@ -233,11 +233,11 @@ KIND_PARAMS: dict[str, tuple[Param, ...]] = {
               "terms", default=3.0, minimum=0, above_minimum=True),
         Param("min_ratio", NUMBER, "changes of the weight norm by less than this ratio (either way) are never held",
               default=1.25, minimum=1, above_minimum=True),
-        Param("width", NUMBER, "without update_ratio: held beyond this many robust σ above the component's own "
-              "history of per-step log ratios", default=10.0, minimum=0, above_minimum=True),
-        Param("window", WHOLE, "without update_ratio: ratios of history kept", default=100, minimum=2, maximum=MAX_WINDOW),
-        Param("min_history", WHOLE, "without update_ratio: ratios of history before anything is judged; at most "
-              "`window`", default=20, minimum=2, maximum=MAX_WINDOW),
+        Param("width", NUMBER, "held beyond this many robust σ above the component's own history of per-step "
+              "log ratios (without update_ratio)", default=10.0, minimum=0, above_minimum=True),
+        Param("window", WHOLE, "ratios of history kept (without update_ratio)", default=100, minimum=2, maximum=MAX_WINDOW),
+        Param("min_history", WHOLE, "ratios of history before anything is judged (without update_ratio); at "
+              "most `window`", default=20, minimum=2, maximum=MAX_WINDOW),
     ),
 }
 # What a kind needs beyond each param on its own: (check over the valid params, the key the message goes on, message).

@@ -68,6 +68,12 @@ def unreviewed(alert) -> bool:
     return alert.state == AlertState.RESOLVED and alert.reviewed_at is None and alert.verdict is None
 
 
+def run_ids_needing_review(alerts) -> list[str]:
+    """The run ids, sorted, of the runs of `alerts` (a queryset) with an alert that needs review or ended with
+    nobody's word on it: what the inbox page, its API and its live frames list as "needs review"."""
+    return sorted(set(alerts.filter(needs_review_q() | unreviewed_q()).values_list("run__run_id", flat=True)))
+
+
 def runs_needing_review(runs) -> set[int]:
     """The pks of `runs` (a queryset or pks) with an alert that needs review or ended with nobody's word on it."""
     return set(

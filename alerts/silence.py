@@ -14,6 +14,7 @@ from alerts.changes import record_change
 from alerts.governance import judging_errors
 from alerts.incidents import group_new_alerts
 from alerts.models import Alert, AlertState, ChangeKind, Rule, RuleKind
+from alerts.health import health_frame
 from alerts.triage import apply_mutes
 from ingest.models import Run, RunStatus
 from opsconsole.live import publish_status
@@ -51,7 +52,7 @@ def alert_silent_runs(now=None) -> int:
                     apply_mutes(alert, now)
                     group_new_alerts(run, now=now)
                     if Run.objects.filter(pk=run.pk).exclude(status=RunStatus.ALERTING).update(status=RunStatus.ALERTING):
-                        publish_status(run, RunStatus.ALERTING, run.status)
+                        publish_status(run, RunStatus.ALERTING, run.status, health=lambda run=run: health_frame(run))
                 fired += 1
             except IntegrityError:
                 continue  # another sweep fired it first

@@ -228,7 +228,7 @@ STARTER_RULES = [
             "checks": [
                 "Was there a restart or a checkpoint load just before? Check that the optimizer state was restored with the model.",
                 "Is the component's grad_norm normal at that step? Then the optimizer, not the data, made the update.",
-                "Look at the component's weight_norm: how far did the update move it?",
+                "How far did the update move the component's weight_norm?",
             ],
             "response": "Notify the owner; roll back to the last checkpoint before the surge if the weights moved far.",
         },
@@ -246,7 +246,7 @@ STARTER_RULES = [
             "meaning": "The named component's gradient norm fell far below its own recent level and stayed there: it has all but stopped learning, although its gradient is not exactly zero.",
             "checks": [
                 "A gradient scaling or clipping hook on that component? A detach or a mask that cuts most of its graph?",
-                "Its dead_fraction and act_norm: are its units dying?",
+                "Are its units dying? Look at its dead_fraction and act_norm.",
                 "Is it every component? Then look at the learning rate and the loss scale.",
             ],
             "response": "Notify the owner.",

@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from alerts import backtest_jobs, engine
+from alerts.health import health_frame
 from alerts.silence import alert_silent_runs
 from alerts.triage import sweep_mutes
 from ingest.models import BatchReceipt, Run, RunStatus
@@ -123,7 +124,7 @@ def sweep_unevaluated(grace_seconds=10, limit=1000):
     for run in quiet.only("pk", "project_id", "run_id", "last_step"):
         # One by one, so that each run that turned stalled (and only those) is announced live.
         if Run.objects.filter(pk=run.pk, status=RunStatus.HEALTHY).update(status=RunStatus.STALLED):
-            publish_status(run, RunStatus.STALLED, RunStatus.HEALTHY)
+            publish_status(run, RunStatus.STALLED, RunStatus.HEALTHY, health=lambda run=run: health_frame(run))
     return queued
 
 

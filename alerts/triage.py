@@ -42,7 +42,7 @@ from alerts.models import (
     MUTE_DURATION_CEILING, Alert, AlertState, ChangeKind, Mute, MuteComment, MuteEndReason, MuteHold, MuteScope,
     MuteSettings, Verdict,
 )
-from alerts.review import needs_review_q, resolved_no_verdict
+from alerts.review import needs_review_q, resolved_no_verdict, run_ids_needing_review
 
 # What the inbox page offers (minutes, label); the API takes any duration up to the project's MuteSettings
 # (7 days unless set), and a rule admin up to MUTE_DURATION_CEILING.
@@ -438,6 +438,11 @@ def visible_alert(user, pk) -> Alert:
 
     alerts = Alert.objects.filter(run__project__in=visible_projects(user)).select_related("rule", "run__project")
     return get_object_or_404(alerts, pk=pk)
+
+
+def inbox_runs_needing_review(user, project=None, rule=None, run=None) -> list[str]:
+    """The run ids the inbox marks "needs review" under these filters (page, API and live frames alike)."""
+    return run_ids_needing_review(inbox_alerts(user, state="all", project=project, rule=rule, run=run))
 
 
 def inbox_alerts(user, state="open", project=None, rule=None, run=None):

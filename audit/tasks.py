@@ -72,7 +72,7 @@ def report_text(data: dict) -> str:
     for row in data["rules"]:
         rate = "—" if row["false_alarm_rate"] is None else f"{row['false_alarm_rate']:.0%}"
         lines.append(f"{row['rule']}: {row['fires']} alert{'' if row['fires'] == 1 else 's'}, {row['triaged']} triaged, false alarms {row['false_alarms']} "
-                     f"of {row['verdicts']} ({rate}), {row['mutes']} mutes")
+                     f"of {row['verdicts']} ({rate}), {row['mutes']} mute{'' if row['mutes'] == 1 else 's'}")
         lines.extend(f"  FLAG {f['words']}: {f['figure']}" for f in row["flags"])
     query = urlencode({"project": data["project"], "owner": data["owner"], "since": data["since"], "until": data["until"]})
     lines += ["", f"The full report: {settings.CONSOLE_URL}{reverse('console:reports-rules')}?{query}"]

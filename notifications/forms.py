@@ -19,8 +19,10 @@ class ChannelForm(forms.Form):
                              help_text="signing key or bearer token; never shown again. Left blank: kept as it is")
     clear_secret = forms.BooleanField(required=False, label="Remove the stored secret")
     config = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4}),
-                             help_text='JSON: email {"recipients": [...]}, Alertmanager {"labels": {...}}, '
-                                       'MLflow {"run_id_tag": ..., "runs": {...}}')
+                             help_text="JSON settings of the kind:")
+    # Shown as code after the help (templates/notifications/channel_form.html), never as JSON in prose.
+    config.examples = [("email", '{"recipients": [...]}'), ("Alertmanager", '{"labels": {...}}'),
+                       ("MLflow", '{"run_id_tag": ..., "runs": {...}}')]
     enabled = forms.BooleanField(required=False, initial=True)
 
     def __init__(self, *args, projects, channel=None, **kwargs):

@@ -27,8 +27,13 @@ the kind, `run` the run id):
         one per incident each time evaluation groups alerts into it or its state follows its alerts, and one per
         action a person takes on it (alerts/incidents.py); each of its alerts' own changes still has its `alert` frame.
     {"type": "run", "run": "<run id>", "status": "healthy"|"alerting"|"stalled"|"finished",
-     "previous": str|null, "last_step": int|null}
-        the run's status changed.
+     "previous": str|null, "last_step": int|null, "health": str, "label": str}
+        the run's status changed; `health` and `label` are what the console shows for it (alerts/health.py: never
+        "Healthy" while an incident is open or something of it waits for review).
+    {"type": "review", "run": "<run id>", "needs_review": bool, "health": str, "label": str,
+     "runs": [run ids of the run's project that need review, sorted]}
+        the run's "needs review" mark may have changed (an alert fired, resolved or was looked at, a decision named
+        it); `runs` is the project's list the inbox shows as "needs review". At most one per run per message.
 
 Group messages (between processes, not for the browser):
     {"type": "live.message", "run": <run pk>, "project": <project pk>, "frames": [frame, ...]}
@@ -51,7 +56,9 @@ from opsconsole.breaker import Breaker
 
 log = logging.getLogger(__name__)
 
-KINDS = ("points", "alert", "run", "incident")
+KINDS = ("points", "alert", "run", "incident", "review")
+# Kinds of which only the last of a run counts: earlier ones of the same message are dropped before being built.
+LATEST_ONLY = ("review",)
 # The consumers' handler for group messages (`type` "live.message" calls `live_message`).
 HANDLER = "live.message"
 # How long one send may take before it counts as a failure (an unreachable Redis host can hang).
@@ -111,7 +118,10 @@ def send_now(items) -> bool:
     from channels.layers import get_channel_layer
 
     messages = {}
-    for group_pks, head, frame in items:
+    latest = {(head["type"], group_pks): i for i, (group_pks, head, _) in enumerate(items) if head["type"] in LATEST_ONLY}
+    for i, (group_pks, head, frame) in enumerate(items):
+        if latest.get((head["type"], group_pks), i) != i:
+            continue
         try:
             body = _json_safe({**head, **(frame() if callable(frame) else frame)})
         except Exception:  # noqa: BLE001 - a bad frame is a bug to log, not a reason to fail the commit's other work
@@ -196,7 +206,8 @@ def publish_points(run, receipt, series) -> None:
     })
 
 
-def publish_status(run, status: str, previous: str | None) -> None:
-    """The run's status changed (healthy, alerting, stalled, finished)."""
-    publish(run, "run", {"status": str(status), "previous": None if previous is None else str(previous),
-                         "last_step": run.last_step})
+def publish_status(run, status: str, previous: str | None, health=None) -> None:
+    """The run's status changed (healthy, alerting, stalled, finished); `health`, a callable called at commit,
+    gives the frame's `health` and `label` (alerts/health.py)."""
+    frame = {"status": str(status), "previous": None if previous is None else str(previous), "last_step": run.last_step}
+    publish(run, "run", (lambda: {**frame, **health()}) if health is not None else frame)

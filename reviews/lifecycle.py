@@ -18,6 +18,7 @@ from django.urls import Resolver404, get_script_prefix, resolve
 from django.utils import timezone
 
 from alerts import incidents as alert_incidents
+from alerts.health import publish_review_mark
 from alerts.models import Alert, Rule
 from ingest.models import RunStatus
 from reviews.models import (
@@ -406,6 +407,7 @@ def write_entry(run, *, by, observation, explanations, action="", owner="", expe
             touched = set(named.exclude(incident__isnull=True).values_list("incident_id", flat=True))
             # Conditional: the first person's look is the one kept (as alerts/triage.py does).
             named.update(reviewed_at=now)
+            publish_review_mark(run)  # the run may no longer need review: its page and the inbox hear so
             for incident_id in sorted(touched):  # an incident waiting for review is no longer
                 alert_incidents.refresh(incident_id, by=by, now=now)
     return entry

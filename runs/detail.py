@@ -6,6 +6,7 @@ from urllib.parse import urlencode
 from django.urls import reverse
 
 from alerts.wire import alert_as_dict
+from alerts.health import health_of
 from alerts.incidents import describe_origin
 from alerts.models import Alert, AlertState, IncidentState, Rule
 from alerts.review import needs_review, unreviewed
@@ -139,6 +140,7 @@ def run_page(run) -> dict:
         attempt.failed_restore = sorted({a["rule"] for a in row["followed_by"]}) if row else None
     return {
         "run": run,
+        "health": health_of(run),
         "incidents": incidents_to_look_at(run, alerts, needing),
         "alerts": sorted(alerts, key=lambda a: (a.state == AlertState.RESOLVED, a.first_step, a.id)),
         "open_alerts": [a for a in alerts if a.state != AlertState.RESOLVED],

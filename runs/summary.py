@@ -4,6 +4,7 @@ from collections import defaultdict
 
 from django.db.models.fields.json import KeyTransform
 
+from alerts.health import health, runs_with_open_trouble
 from alerts.models import Alert, AlertState
 from alerts.review import runs_needing_review
 from ingest.models import Layer, RunStatus, Series
@@ -44,6 +45,7 @@ def runs_list(user, project=None, status=None, tag=None, q=None) -> dict:
         open_alerts[alert["run_id"]].append(alert)
     # A hard invariant that cleared with nobody looking (alerts/review.py): the run is not healthy until someone has.
     review = runs_needing_review(ids)
+    troubled_runs = runs_with_open_trouble(ids)
     rows = []
     for run in runs:
         troubled = defaultdict(int)
@@ -54,7 +56,8 @@ def runs_list(user, project=None, status=None, tag=None, q=None) -> dict:
         for layer in LAYERS:
             state = "alert" if troubled[layer] else ("ok" if layer in layers_with_data[run.pk] else "none")
             glance.append({"layer": layer, "state": state, "alerts": troubled[layer]})
-        rows.append({"run": run, "open_alerts": len(open_alerts[run.pk]), "layers": glance, "needs_review": run.pk in review})
+        rows.append({"run": run, "open_alerts": len(open_alerts[run.pk]), "layers": glance, "needs_review": run.pk in review,
+                     "health": health(run.status, open_trouble=run.pk in troubled_runs, needs_review=run.pk in review)})
     projects = visible_projects(user).order_by("slug")
     return {
         "rows": rows,

@@ -187,7 +187,8 @@ async def _batch_reaches_run_and_project_sockets(project, run, teammate):
         assert (fired["alert"]["metric"], fired["alert"]["step"], fired["alert"]["state"]) == ("loss", 4, "firing")
         assert fired["alert"]["last_step"] == 5  # the alert as the batch's evaluation committed it
         assert fired["alert"]["rule"]["name"] == "loss-nonfinite"
-        assert status == {"type": "run", "run": RUN_ID, "status": "alerting", "previous": "healthy", "last_step": 5}
+        assert status == {"type": "run", "run": RUN_ID, "status": "alerting", "previous": "healthy", "last_step": 5,
+                          "health": "alerting", "label": "Alerting"}
         # Then its incident, one frame for the incident as a whole.
         assert (incident["type"], incident["change"], incident["incident"]["alerts"]) == ("incident", "opened", [alert.pk])
         assert incident["incident"]["origin"]["alert"] == alert.pk and incident["incident"]["state"] == "firing"
@@ -196,10 +197,13 @@ async def _batch_reaches_run_and_project_sockets(project, run, teammate):
     # non-finite loss: a hard invariant nobody has looked at) now needs review.
     await database_sync_to_async(send_batch)(project, loss([6]))
     for comm in (run_socket, project_socket):
-        points, resolved, status, incident = await frames(comm, 4)
+        points, resolved, review, status, incident = await frames(comm, 5)
         assert (points["type"], points["min_step"]) == ("points", 6)
         assert (resolved["change"], resolved["alert"]["id"], resolved["alert"]["state"]) == ("resolved", alert.pk, "resolved")
-        assert (status["status"], status["previous"]) == ("healthy", "alerting")
+        # The run now needs review: the inbox's list and the run's word (never "Healthy", alerts/health.py).
+        assert review == {"type": "review", "run": RUN_ID, "needs_review": True, "health": "recovered",
+                          "label": "Recovered", "runs": [RUN_ID]}
+        assert (status["status"], status["previous"], status["label"]) == ("healthy", "alerting", "Recovered")
         assert (incident["change"], incident["incident"]["state"]) == ("state", "needs_review")
         await comm.disconnect()
     assert await database_sync_to_async(AlertChange.objects.count)() == 2
@@ -277,7 +281,8 @@ async def test_the_sweep_announces_a_run_that_went_stalled(project, run, owner, 
     comm = await open_socket(await socket("/ws/projects/pretrain/", owner))
     await database_sync_to_async(sweep_unevaluated)()
     assert await comm.receive_json_from(RECEIVE_TIMEOUT) == {
-        "type": "run", "run": RUN_ID, "status": "stalled", "previous": "healthy", "last_step": 2}
+        "type": "run", "run": RUN_ID, "status": "stalled", "previous": "healthy", "last_step": 2,
+        "health": "stalled", "label": "Stalled"}
     await database_sync_to_async(sweep_unevaluated)()  # already stalled: nothing more to say
     assert await comm.receive_nothing(0.2)
     await comm.disconnect()

@@ -467,10 +467,12 @@
       document.body.dataset.liveAlerts = String(data.alerts.length);
       clearTimeout(pending);
       pending = setTimeout(redrawVisible, 300);
-    } else if (msg.type === "run" && msg.status) {
+    } else if ((msg.type === "run" || msg.type === "review") && (msg.label || msg.status)) {
+      // The server's word (alerts/health.py): never "Healthy" while an incident is open or waits for review.
       const badge = document.getElementById("run-status");
-      badge.textContent = msg.status.charAt(0).toUpperCase() + msg.status.slice(1);
-      badge.className = "status status-" + msg.status;
+      const key = msg.health || msg.status;
+      badge.textContent = msg.label || key.charAt(0).toUpperCase() + key.slice(1);
+      badge.className = "status status-" + key;
     }
   }
   if (window.WL && WL.live) {
