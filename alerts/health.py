@@ -6,8 +6,10 @@ a reader even when its latest points are fine: its header, its row in the runs l
 """
 from dataclasses import dataclass
 
+from django.db.models import Q
+
 from alerts.models import Alert, AlertState, Incident, IncidentState
-from alerts.review import run_ids_needing_review, runs_needing_review
+from alerts.review import needs_review_q, run_ids_needing_review, runs_needing_review, unreviewed_q
 from ingest.models import Run, RunStatus
 from opsconsole.live import publish
 
@@ -37,6 +39,19 @@ def runs_with_open_trouble(runs) -> set[int]:
     """The pks of `runs` (a queryset or pks) with an open incident or an alert still open."""
     return (set(Incident.objects.filter(run__in=runs, state__in=OPEN_INCIDENT).values_list("run_id", flat=True))
             | set(Alert.objects.filter(run__in=runs).exclude(state=AlertState.RESOLVED).values_list("run_id", flat=True)))
+
+
+def filter_by_health(runs, status: str):
+    """`runs` (a queryset) narrowed to those whose badge reads `status`: the runs list's filter says what its
+    badges say, so "Healthy" never lists a run with an open incident or an alert nobody looked at."""
+    trouble = (Q(pk__in=Incident.objects.filter(state__in=OPEN_INCIDENT).values("run_id"))
+               | Q(pk__in=Alert.objects.exclude(state=AlertState.RESOLVED).values("run_id")))
+    unlooked = Q(pk__in=Alert.objects.filter(needs_review_q() | unreviewed_q()).values("run_id"))
+    if status == RunStatus.HEALTHY:
+        return runs.filter(status=RunStatus.HEALTHY).exclude(trouble).exclude(unlooked)
+    if status == RunStatus.ALERTING:
+        return runs.filter(Q(status=RunStatus.ALERTING) | Q(status=RunStatus.HEALTHY) & trouble)
+    return runs.filter(status=status)
 
 
 def health_of_runs(runs) -> dict[int, Health]:

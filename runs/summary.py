@@ -4,7 +4,7 @@ from collections import defaultdict
 
 from django.db.models.fields.json import KeyTransform
 
-from alerts.health import health, runs_with_open_trouble
+from alerts.health import filter_by_health, health, runs_with_open_trouble
 from alerts.models import Alert, AlertState
 from alerts.review import runs_needing_review
 from ingest.models import Layer, RunStatus, Series
@@ -26,7 +26,7 @@ def runs_list(user, project=None, status=None, tag=None, q=None) -> dict:
     if project:
         runs = runs.filter(project__slug=project)
     if status in RunStatus.values:
-        runs = runs.filter(status=status)
+        runs = filter_by_health(runs, status)
     if tag:
         key, value = parse_tag(tag)
         # The key is data, never part of a lookup: "a__regex" is a tag named that, not a regex.

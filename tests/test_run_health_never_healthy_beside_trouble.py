@@ -75,3 +75,21 @@ def test_the_live_status_frame_carries_the_same_word(spiked, monkeypatch, django
     [(_, head, frame)] = [item for item in sent if item[1]["type"] == "run"]
     assert frame() | head == {"type": "run", "run": "spiked", "status": "healthy", "previous": "alerting",
                               "last_step": 39, "health": "recovered", "label": "Recovered"}
+
+
+def listed(client, status):
+    """The run ids the runs list shows under its status filter."""
+    html = client.get(f"/?status={status}").content.decode()
+    return {part.split('"')[0] for part in html.split('data-run="')[1:]}
+
+
+def test_the_runs_lists_status_filter_goes_by_the_badge_not_the_stored_status(spiked, project, owner):
+    quiet = Run.objects.create(project=project, run_id="quiet-batch", status="healthy")
+    make_alert(make_rule(project, "grad-high"), quiet, "layers.1")
+    group_new_alerts(quiet)
+    Run.objects.create(project=project, run_id="calm", status="healthy")
+    client = client_for(owner)
+    # Both troubled runs are stored "healthy"; only the calm one may be listed as Healthy.
+    assert listed(client, "healthy") == {"calm"}
+    assert "quiet-batch" in listed(client, "alerting")
+    assert "spiked" not in listed(client, "alerting")  # recovered, not alerting: it is under neither filter
