@@ -84,12 +84,14 @@ class RuleViewSet(viewsets.ModelViewSet):
 
         The rule: `"rule": <id>` for a saved one, or a draft given by the fields `POST /api/v1/rules/` takes
         (validated the same way: governance and params errors are a 400 naming the field; its name may be
-        taken). The runs: `runs` (ids), or the rule's project's runs filtered by `tags` and `since`/`until`;
-        at most 200 (more is a 400 on `runs`). Only the rule admins of the rule's project start one (others,
+        taken); `compare_with: <id>` names the saved rule a draft edits, replayed over the same runs so that
+        `result.compared` says what the edit changes. The runs: `runs` (ids), or the rule's project's runs
+        filtered by `tags` and `since`/`until`; at most 200 (more is a 400 on `runs`). Only the rule admins of the rule's project start one (others,
         and project tokens, get 403); a saved rule in a project the caller cannot see is a 404, a draft's
         unknown project a 400. A project has at most BACKTEST_MAX_PER_PROJECT backtests queued or running:
         one more is a 429. The answer is 202 with the job (`Location`: its URL); GET it until its `state` is
-        `done`, `cut` (its budget of time or points ran out: `result.cut` says how far it got) or `failed`.
+        `done`, `cut` (its budget of time or points ran out: `result.cut` says how far it got) or `failed`;
+        meanwhile `progress` counts the runs replayed.
         """
         if not rule_admin_projects(request.user).exists():  # viewers and job tokens: refused before the body is read
             raise exceptions.PermissionDenied(BACKTEST_DENIED)
@@ -98,9 +100,10 @@ class RuleViewSet(viewsets.ModelViewSet):
         rule, runs = asked.rule_and_runs()
         if not can_edit_rules(request.user, rule.project):
             raise exceptions.PermissionDenied(BACKTEST_DENIED)
+        compared_with = asked.compared_rule(rule)
         selection = {k: request.data[k] for k in ("runs", "tags", "since", "until") if k in request.data}
         try:
-            job = tasks.start_backtest(request.user, rule, runs, selection)
+            job = tasks.start_backtest(request.user, rule, runs, selection, compared_with=compared_with)
         except backtest_jobs.TooManyBacktests as exc:
             raise TooManyBacktests(str(exc)) from None
         body = backtest_jobs.as_dict(job)

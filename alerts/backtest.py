@@ -221,10 +221,12 @@ def _batch_extent(evaluator, receipt, point_rule):
     return receipt.points + receipt.events, receipt.min_step, receipt.max_step
 
 
-def replay_run(rule, run, budget=None):
+def replay_run(rule, run, budget=None, *, reported=True):
     """The alerts `rule` would fire on `run`, and the fault that stopped the replay (None if none).
 
-    With a budget, the replay stops before the first batch the budget refuses (`budget.cut_by` says why)."""
+    With a budget, the replay stops before the first batch the budget refuses (`budget.cut_by` says why).
+    `reported`: the steps judged go into the budget's `cut` message (the saved rule of a comparison spends the
+    same budget, but the message is about the draft's figures)."""
     if not evaluation._run_selected(rule, run):
         return [], None
     evaluator = _ReplayEvaluator(run, [rule])
@@ -239,7 +241,7 @@ def replay_run(rule, run, budget=None):
         replayed = list(evaluator.blocks_by_receipt) + ([evaluator.unread] if evaluator.unread else [])
         receipts = receipts.filter(pk__in=replayed)
     judged = Judged(run.run_id)
-    if budget is not None:
+    if budget is not None and reported:
         budget.runs.append(judged)
     for receipt in receipts.iterator():
         if budget is not None:
@@ -299,35 +301,121 @@ def predicted_false_alarms(would_be, runs_by_id):
     }
 
 
-def backtest(rule, runs, budget=None):
+def _pages(rule, alerts) -> int:
+    return len(alerts) if rule.permitted_response in PAGING_RESPONSES else 0
+
+
+def backtest(rule, runs, budget=None, *, saved=None, on_run=None):
     """Replay `rule` (saved or not; never saved here) over `runs`; the result as the API and command show it.
 
-    With a budget the replay stops where the budget runs out; `cut` then says how far it got (else null)."""
+    With a budget the replay stops where the budget runs out; `cut` then says how far it got (else null).
+    `saved`: the saved rule a draft edits, replayed run by run after the draft over the same runs and budget
+    (so a cut leaves both judged on the same runs); the result's `compared` says what the edit changes (else null).
+    `on_run(n)` is called as each run is done (with both rules), n counting them: the job's progress."""
     runs = list(runs)
     alerts, faults = [], []
-    for run in runs:
+    saved_alerts, saved_faults, compared_runs = [], [], []
+    for done, run in enumerate(runs, 1):
         would_be, fault = replay_run(rule, run, budget)
         alerts.extend(would_be)
         if fault:
             faults.append(asdict(fault))
         if budget is not None and budget.cut_by:
             break
-    pages = len(alerts) if rule.permitted_response in PAGING_RESPONSES else 0
+        if saved is not None:
+            # A fault of the saved rule is not the draft's: the comparison counts what it fired up to it, and says so.
+            saved_would_be, saved_fault = replay_run(saved, run, budget, reported=False)
+            if budget is not None and budget.cut_by:
+                break  # the saved rule was not judged to the end of this run: the run is not compared
+            saved_alerts.extend(saved_would_be)
+            if saved_fault:
+                saved_faults.append(asdict(saved_fault))
+            compared_runs.append(run.run_id)
+        if on_run is not None:
+            on_run(done)
     limits = list(LIMITS)
     if rule.kind == RuleKind.ABSENCE:
         limits.insert(0, "this is an absence rule: the silent alerts it fires on wall time are not in this result")
+    if saved is not None:
+        limits.append("the saved rule is compared by replaying it, as it was stored when the backtest started, over "
+                      "the same runs with the same code: not by the alerts it fired live")
     return {
         "rule": rule.pk,
         "runs": len(runs),
         "runs_with_alerts": len({a.run for a in alerts}),
         "alerts": len(alerts),
-        "pages": pages,
+        "pages": _pages(rule, alerts),
         "false_alarms": predicted_false_alarms(alerts, {r.run_id: r for r in runs}),
         "would_fire": [a.as_dict() for a in alerts],
         "faults": faults,
         "limits": limits,
         "points": budget.points if budget is not None else None,
         "cut": budget.cut([r.run_id for r in runs]) if budget is not None else None,
+        "compared": (compare(rule, alerts, saved, saved_alerts, saved_faults, compared_runs, len(runs))
+                     if saved is not None else None),
+    }
+
+
+def _plural(n, word):
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _change(delta, word):
+    """"2 fewer alerts", "1 more page"."""
+    return f"{abs(delta)} {'more' if delta > 0 else 'fewer'} {word}{'' if abs(delta) == 1 else 's'}"
+
+
+def compare(draft, draft_alerts, saved, saved_alerts, saved_faults, run_ids, runs) -> dict:
+    """The draft's figures against the saved rule's on the runs both were judged on, and the runs that change.
+
+    `run_ids`: the runs both rules were replayed over to the end, of `runs` asked (a cut stops short of them)."""
+    compared = set(run_ids)
+    draft_alerts = [a for a in draft_alerts if a.run in compared]
+    per_run = {r: [0, 0] for r in run_ids}
+    for a in draft_alerts:
+        per_run[a.run][0] += 1
+    for a in saved_alerts:
+        per_run[a.run][1] += 1
+
+    def figures(rule, alerts):
+        return {"alerts": len(alerts), "runs_with_alerts": len({a.run for a in alerts}), "pages": _pages(rule, alerts)}
+
+    mine, theirs = figures(draft, draft_alerts), figures(saved, saved_alerts)
+    gaining = [{"run": r, "draft": d, "saved": s} for r, (d, s) in per_run.items() if d > s]
+    losing = [{"run": r, "draft": d, "saved": s} for r, (d, s) in per_run.items() if d < s]
+
+    def words(f):
+        return (f"{_plural(f['alerts'], 'alert')} on {f['runs_with_alerts']} of {_plural(len(run_ids), 'run')}, "
+                f"{_plural(f['pages'], 'page')}")
+
+    changes = []
+    delta = mine["alerts"] - theirs["alerts"]
+    changes.append(_change(delta, "alert") if delta else "as many alerts")
+    if mine["pages"] != theirs["pages"]:
+        changes.append(_change(mine["pages"] - theirs["pages"], "page"))
+    run_words = []
+    for r, (d, s) in per_run.items():
+        if d == s:
+            continue
+        if d == 0:
+            run_words.append(f"run {r} no longer alerts")
+        elif s == 0:
+            run_words.append(f"run {r} newly alerts ({_plural(d, 'alert')})")
+        else:
+            run_words.append(f"run {r}: {_plural(d, 'alert')} instead of {s}")
+    partial = f"On the {_plural(len(run_ids), 'run')} both were judged on (the budget ran out): " if len(run_ids) < runs else ""
+    said = ", ".join(changes) + "; " + ("; ".join(run_words) if run_words else "the same number of alerts on every run")
+    return {
+        "rule": saved.pk,
+        "name": saved.name,
+        "runs": list(run_ids),
+        "draft": mine,
+        "saved": {**theirs, "would_fire": [a.as_dict() for a in saved_alerts], "faults": saved_faults},
+        "change": {k: mine[k] - theirs[k] for k in mine},
+        "runs_gaining": gaining,
+        "runs_losing": losing,
+        "complete": len(run_ids) == runs,
+        "message": partial + f"Draft: {words(mine)} — saved rule: {words(theirs)} ({said})",
     }
 
 

@@ -9,6 +9,10 @@ ran out; the result says how far it got) or FAILED. A project has at most
 BACKTEST_MAX_PER_PROJECT queued or running at once; one more is refused
 (TooManyBacktests, a 429), so one project cannot fill the workers with replays.
 In the embedded console (no Redis) the task runs eagerly, as every task does.
+
+While it runs, the task counts the runs replayed (`runs_done` of `runs_total`, one conditional UPDATE per run)
+for the rule form and the API to show. A draft that edits a saved rule keeps the saved rule's fields at the
+start (`saved`) and replays them run by run with the draft, so the result's `compared` says what the edit changes.
 """
 import logging
 from datetime import timedelta
@@ -52,11 +56,15 @@ def fail_lost(project):
         .update(state=BacktestState.FAILED, finished_at=now, error=lost)
 
 
-def start(user, rule: Rule, runs, asked: dict) -> BacktestJob:
+def start(user, rule: Rule, runs, asked: dict, *, compared_with: Rule | None = None) -> BacktestJob:
     """Record a backtest of `rule` (saved, or an unsaved draft) over `runs` and queue it; TooManyBacktests past the limit.
 
-    The caller has checked that `user` may edit the rule's project's rules."""
+    The caller has checked that `user` may edit the rule's project's rules. `compared_with`: the saved rule a draft
+    edits; its fields as they are now are kept, and replayed over the same runs, so the result says what the edit
+    changes (not for a saved rule's own backtest, nor a draft moved to another project: nothing to compare)."""
     project = rule.project
+    if rule.pk or compared_with is None or compared_with.project_id != project.pk:
+        compared_with = None
     with transaction.atomic():
         # Starts in one project wait for each other here, so two at once cannot both take the last place.
         Project.objects.select_for_update().filter(pk=project.pk).first()
@@ -67,7 +75,9 @@ def start(user, rule: Rule, runs, asked: dict) -> BacktestJob:
         job = BacktestJob.objects.create(
             project=project, rule=rule if rule.pk else None, started_by=user, created_at=timezone.now(),
             draft=None if rule.pk else {f: getattr(rule, f) for f in DRAFT_FIELDS},
-            asked=asked, run_ids=[r.run_id for r in runs],
+            asked=asked, run_ids=[r.run_id for r in runs], runs_total=len(runs),
+            compared_with=compared_with,
+            saved=None if compared_with is None else {f: getattr(compared_with, f) for f in DRAFT_FIELDS},
         )
     return job  # QUEUED: alerts.tasks.start_backtest hands it to a worker
 
@@ -102,10 +112,21 @@ def _replay(job):
         rule = job.rule
     else:
         return BacktestState.FAILED, None, "the rule was deleted before the backtest ran"
+    saved = None
+    if job.saved is not None:
+        saved = Rule(pk=job.compared_with_id, project=job.project, **job.saved)
     by_id = {r.run_id: r for r in job.project.runs.filter(run_id__in=job.run_ids)}
     runs = [by_id[r] for r in job.run_ids if r in by_id]  # a run deleted since the start is not replayed
+    running = BacktestJob.objects.filter(pk=job.pk, state=BacktestState.RUNNING)
+    if len(runs) != job.runs_total:
+        running.update(runs_total=len(runs))
+
+    def on_run(done):
+        # One conditional UPDATE per run, of the counter only: readers poll it; a job failed as lost stays failed.
+        running.update(runs_done=done)
+
     budget = backtest.Budget(max_seconds=settings.BACKTEST_MAX_SECONDS, max_points=settings.BACKTEST_MAX_POINTS)
-    result = backtest.backtest(rule, runs, budget)
+    result = backtest.backtest(rule, runs, budget, saved=saved, on_run=on_run)
     return (BacktestState.CUT if result["cut"] else BacktestState.DONE), result, ""
 
 
@@ -127,6 +148,8 @@ def as_dict(job) -> dict:
         "runs": job.run_ids,
         "started_by": job.started_by.get_username() if job.started_by else None,
         "state": job.state,
+        "progress": {"runs_done": job.runs_done, "runs": job.runs_total, "message": job.progress},
+        "compared_with": job.compared_with_id if job.saved is not None else None,
         "created_at": job.created_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,

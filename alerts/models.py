@@ -526,8 +526,26 @@ class BacktestJob(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # A draft that edits a saved rule is compared with it: the saved rule's fields as they were at the start are
+    # replayed over the same runs (the FK only names it; it may change or go before the job runs).
+    compared_with = models.ForeignKey(Rule, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    saved = models.JSONField(null=True, blank=True, help_text="the saved rule's fields the draft is compared with")
+    # Progress, written by the running task with a conditional UPDATE after each run (alerts/backtest_jobs.py).
+    runs_total = models.PositiveIntegerField(default=0, help_text="runs to replay")
+    runs_done = models.PositiveIntegerField(default=0, help_text="runs replayed so far")
 
     class Meta:
         ordering = ["-id"]
         # "How many of this project's backtests are queued or running": asked on every start.
         indexes = [models.Index(fields=["project", "state"], name="backtest_project_state")]
+
+    @property
+    def progress(self) -> str:
+        """How far it got, in words: "Backtest running: 2 of 4 runs replayed" (the rule form and the API show it)."""
+        if self.state == BacktestState.QUEUED:
+            return "Backtest queued, waiting for a worker"
+        if self.state == BacktestState.FAILED:
+            return "Backtest failed"
+        runs = f"{self.runs_done} of {self.runs_total} run{'s' if self.runs_total != 1 else ''} replayed"
+        both = " with the draft and the saved rule" if self.saved is not None else ""
+        return f"Backtest {self.state}: {runs}{both}"

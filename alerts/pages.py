@@ -158,7 +158,7 @@ def rule_backtest(request):
     """The rule form's Backtest button: starts a backtest of the form's rule over stored runs, shown under the form.
 
     The form page is for rule admins, and so is starting a backtest; editing a rule backtests the form's values,
-    not the stored rule. The job runs as a task: its result is under the form when it is done before the page is
+    and compares them with the stored rule replayed over the same runs. The job runs as a task: its result is under the form when it is done before the page is
     drawn (the embedded console runs it there and then), else static/js/backtest.js polls its page until it is.
     """
     projects = rule_admin_projects(request.user).order_by("slug")
@@ -174,7 +174,7 @@ def rule_backtest(request):
         try:
             rule.full_clean(validate_unique=False, validate_constraints=False)
             runs = backtest.chosen_runs(rule.project, run_ids=run_ids)
-            job = tasks.start_backtest(request.user, rule, runs, {"runs": run_ids} if run_ids else {})
+            job = tasks.start_backtest(request.user, rule, runs, {"runs": run_ids} if run_ids else {}, compared_with=editing)
         except ValidationError as exc:
             form.add_model_errors(exc)
         except backtest.BadSelection as exc:

@@ -117,6 +117,10 @@ class BacktestRequestSerializer(JsonTypesMixin, serializers.Serializer):
 
     rule = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
                                     help_text="a saved rule's id; without it, the body's rule fields are the draft")
+    compare_with = serializers.IntegerField(
+        required=False, min_value=1, max_value=2**63 - 1,
+        help_text="the saved rule a draft edits (same project): replayed over the same runs, the result's "
+                  "`compared` says what the edit changes")
     runs = serializers.ListField(child=serializers.CharField(max_length=128), required=False, allow_empty=False,
                                  max_length=MAX_RUNS, help_text=f"run ids to replay (at most {MAX_RUNS})")
     project = serializers.SlugField(required=False, help_text="the draft's project; for a saved rule, its own")
@@ -165,6 +169,20 @@ class BacktestRequestSerializer(JsonTypesMixin, serializers.Serializer):
         except BadSelection as exc:
             raise serializers.ValidationError({exc.field: str(exc)}) from None
         return rule, runs
+
+    def compared_rule(self, rule):
+        """The saved rule `compare_with` names, in the draft's project (400 if not, or if `rule` is not a draft)."""
+        asked = self.validated_data
+        if "compare_with" not in asked:
+            return None
+        if rule.pk:
+            raise serializers.ValidationError({"compare_with": "a saved rule's backtest is compared with nothing: "
+                                                               "give the draft's fields instead of `rule`"})
+        saved = Rule.objects.filter(pk=asked["compare_with"], project=rule.project).first()
+        if saved is None:
+            raise serializers.ValidationError(
+                {"compare_with": f"no rule {asked['compare_with']} in project {rule.project.slug}"})
+        return saved
 
 
 class WouldFireSerializer(serializers.Serializer):
@@ -219,9 +237,47 @@ class BacktestCutSerializer(serializers.Serializer):
     message = serializers.CharField(help_text='"stopped after N points / T s …; run R: steps X–Y judged …"')
 
 
+class BacktestFiguresSerializer(serializers.Serializer):
+    alerts = serializers.IntegerField()
+    runs_with_alerts = serializers.IntegerField()
+    pages = serializers.IntegerField()
+
+
+class BacktestSavedFiguresSerializer(BacktestFiguresSerializer):
+    would_fire = WouldFireSerializer(many=True)
+    faults = BacktestFaultSerializer(many=True)
+
+
+class BacktestRunChangeSerializer(serializers.Serializer):
+    run = serializers.CharField()
+    draft = serializers.IntegerField(help_text="alerts the draft fires on the run")
+    saved = serializers.IntegerField(help_text="alerts the saved rule fires on the run")
+
+
+class BacktestComparisonSerializer(serializers.Serializer):
+    rule = serializers.IntegerField(allow_null=True, help_text="the saved rule's id (null: deleted since)")
+    name = serializers.CharField()
+    runs = serializers.ListField(child=serializers.CharField(), help_text="the runs both were judged on")
+    complete = serializers.BooleanField(help_text="false: the budget ran out before every run was compared")
+    draft = BacktestFiguresSerializer(help_text="the draft's figures on those runs")
+    saved = BacktestSavedFiguresSerializer(help_text="the saved rule's, replayed the same way")
+    change = BacktestFiguresSerializer(help_text="draft minus saved, per figure")
+    runs_gaining = BacktestRunChangeSerializer(many=True, help_text="runs where the draft fires more alerts")
+    runs_losing = BacktestRunChangeSerializer(many=True, help_text="runs where the draft fires fewer alerts")
+    message = serializers.CharField(help_text='"Draft: 1 alert on 1 of 4 runs, 1 page — saved rule: 3 alerts on 2 of '
+                                              '4 runs, 2 pages (2 fewer alerts, 1 fewer page; run b no longer alerts)"')
+
+
 class BacktestJobResultSerializer(BacktestResultSerializer):
     points = serializers.IntegerField(help_text="points judged")
     cut = BacktestCutSerializer(allow_null=True, help_text="null when every batch of every run was judged")
+    compared = BacktestComparisonSerializer(allow_null=True, help_text="null unless the draft edits a saved rule")
+
+
+class BacktestProgressSerializer(serializers.Serializer):
+    runs_done = serializers.IntegerField(help_text="runs replayed so far (with both rules when compared)")
+    runs = serializers.IntegerField(help_text="runs to replay")
+    message = serializers.CharField(help_text='"Backtest running: 2 of 4 runs replayed"')
 
 
 class BacktestJobSerializer(serializers.Serializer):
@@ -234,6 +290,8 @@ class BacktestJobSerializer(serializers.Serializer):
     runs = serializers.ListField(child=serializers.CharField(), help_text="the run ids chosen at the start")
     started_by = serializers.CharField(allow_null=True)
     state = serializers.ChoiceField(BacktestState.values)
+    progress = BacktestProgressSerializer()
+    compared_with = serializers.IntegerField(allow_null=True, help_text="the saved rule the draft is compared with")
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)

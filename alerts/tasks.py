@@ -158,10 +158,10 @@ def queue_stored_batch(sender, receipt_id, **kwargs):
     queue_evaluation(receipt_id)
 
 
-def start_backtest(user, rule, runs, asked):
+def start_backtest(user, rule, runs, asked, compared_with=None):
     """Record a backtest job (alerts/backtest_jobs.py: who may, the project's limit) and queue it after the commit,
     so the worker finds the row; eager (embedded), it runs right here. The job as it stands afterwards."""
-    job = backtest_jobs.start(user, rule, runs, asked)
+    job = backtest_jobs.start(user, rule, runs, asked, compared_with=compared_with)
     if not queue_backtest(job.pk):
         backtest_jobs.queue_failed(job)
     job.refresh_from_db()

@@ -1,8 +1,10 @@
-"""In Chromium: a rule admin fills the rule form, presses Backtest, and reads what it would fire before saving."""
+"""In Chromium: a rule admin fills the rule form, presses Backtest, and reads what it would fire before saving (and,
+editing a saved rule, how that compares with the saved rule)."""
 import pytest
 
 from alerts.models import Alert, Rule
 from tests.browser import log_in, screenshot
+from tests.factories import make_rule
 
 pytestmark = [pytest.mark.browser]
 
@@ -34,3 +36,19 @@ def test_a_rule_admin_backtests_a_rule_in_the_form_before_saving_it(browser, con
     page.click("button:has-text('Create rule')")  # the form kept every field: saving it is one click
     page.wait_for_selector("#rule-fired")
     assert Rule.objects.get().name == "loss-band"
+
+
+def test_backtesting_an_edit_compares_it_with_the_saved_rule(browser, console_server, project, owner, runs):
+    rule = make_rule(project, kind="band", scope={"metrics": ["loss"]}, persistence={"points": 3, "resolve_points": 10},
+                     params={"direction": "above", "width": 6.0})
+    page = log_in(browser, console_server, "olivia", "pw-olivia")
+    page.goto(console_server.url + f"/rules/{rule.pk}/edit/")
+    page.fill("#id_scope", '{"metrics": ["loss"], "runs": {"team": "pretrain"}}')  # spiky-b is another team's run
+    page.click("#backtest-button")
+
+    page.wait_for_selector(".backtest-comparison")
+    assert page.inner_text(".backtest-comparison") == (
+        f"Compared with the saved rule {rule.name}: Draft: 1 alert on 1 of 3 runs, 1 page — saved rule: 2 alerts on "
+        "2 of 3 runs, 2 pages (1 fewer alert, 1 fewer page; run spiky-b no longer alerts)")
+    rule.refresh_from_db()
+    assert rule.scope == {"metrics": ["loss"]}  # a backtest saves nothing
