@@ -10,6 +10,7 @@ COPY reviews ./reviews
 COPY audit ./audit
 COPY notifications ./notifications
 COPY exports ./exports
+COPY retention ./retention
 RUN pip install --no-cache-dir .
 COPY . .
 RUN SECRET_KEY=build ALLOWED_HOSTS=build python manage.py collectstatic --noinput -v 0

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "audit",
     "notifications",
     "exports",
+    "retention",
 ]
 
 MIDDLEWARE = [
@@ -219,10 +220,21 @@ CELERY_TASK_ROUTES = {
     "notifications.tasks.deliver": {"queue": NOTIFICATIONS_QUEUE},
     "notifications.tasks.refresh": {"queue": NOTIFICATIONS_QUEUE},
     "alerts.tasks.run_backtest": {"queue": BACKTESTS_QUEUE},
+    # Deleting a run and applying retention are long chunked jobs too: never ahead of an evaluation.
+    "retention.tasks.delete_run": {"queue": BACKTESTS_QUEUE},
+    "retention.tasks.prune": {"queue": BACKTESTS_QUEUE},
 }
 EVALUATION_SWEEP_SECONDS = env_int("EVALUATION_SWEEP_SECONDS", 60, minimum=5)
 NOTIFY_SWEEP_SECONDS = env_int("NOTIFY_SWEEP_SECONDS", 60, minimum=5)
+# Retention (retention/prune.py) deletes at most this many rows a transaction, each its own short transaction,
+# so a prune or a deleted run holds no lock ingest waits on for long (benchmarks/delete_run.py measures it).
+RETENTION_CHUNK_ROWS = env_int("RETENTION_CHUNK_ROWS", 5000, minimum=100)
 CELERY_BEAT_SCHEDULE = {
+    # Each project's retention policy, applied hourly (retention/tasks.py; idempotent, so a missed hour is caught up).
+    "apply-retention": {
+        "task": "retention.tasks.prune",
+        "schedule": crontab(minute=41),
+    },
     "sweep-unevaluated-batches": {
         "task": "alerts.tasks.sweep_unevaluated",
         "schedule": float(EVALUATION_SWEEP_SECONDS),

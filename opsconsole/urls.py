@@ -12,11 +12,12 @@ from exports import urls as exports_urls
 from ingest import urls as ingest_urls
 from notifications import urls as notifications_urls
 from opsconsole.pages import throttled_login
+from retention import urls as retention_urls
 from reviews import urls as reviews_urls
 from runs import urls as runs_urls
 
 # reviews and exports before runs: their run sub-resources (…/postmortem.md, …/export/) sit under runs/.
-APPS = (ingest_urls, reviews_urls, exports_urls, runs_urls, alerts_urls, audit_urls, notifications_urls)
+APPS = (ingest_urls, reviews_urls, exports_urls, runs_urls, alerts_urls, audit_urls, notifications_urls, retention_urls)
 
 api_v1 = [route for app in APPS for route in app.api_urlpatterns]
 # An API path missing its slash gets a JSON 404 naming the right one, never a redirect

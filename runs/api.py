@@ -4,6 +4,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -24,8 +25,9 @@ from ingest.serializers import (
 )
 from ingest.storage import read_points
 from ingest.wire import event_as_dict, wire_value
-from opsconsole.permissions import visible_runs
+from opsconsole.permissions import can_edit_rules, visible_runs
 from opsconsole.schema import errors
+from retention.tasks import delete_run_later
 from runs.chart import MAX_BUCKETS, band_for_chart, finite_or_none
 from runs.compare import compared_run, run_label
 from runs.search import search_runs
@@ -46,6 +48,16 @@ class RunDetailView(APIView):
     def get(self, request, run_id):
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
         return Response(RunDetailSerializer(run).data)
+
+    @extend_schema(operation_id="runs_destroy", parameters=[RUN_ID_PARAMETER], responses={202: OpenApiTypes.OBJECT, **errors(403, 404)})
+    def delete(self, request, run_id):
+        """Delete a run (rule admins of its project): queued, then done by a worker in chunks. A run the decision
+        log names is archived instead (`archived: true`): its points go; its identity, alerts, incidents,
+        reviews and log entries stay."""
+        run = get_object_or_404(visible_runs(request.user), run_id=run_id)
+        if not can_edit_rules(request.user, run.project):
+            raise PermissionDenied("only a rule admin of the run's project deletes a run")
+        return Response(delete_run_later(run, by=request.user), status=202)
 
 
 class PointsView(APIView):

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.urls import get_resolver
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("opsconsole", "ingest", "alerts", "runs", "reviews", "audit", "notifications", "exports")
+APPS = ("opsconsole", "ingest", "alerts", "runs", "reviews", "audit", "notifications", "exports", "retention")
 
 
 def imported_modules(path: Path) -> set[str]:
