@@ -1,11 +1,12 @@
 import logging
 import math
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from alerts import backtest_jobs, engine
@@ -105,18 +106,8 @@ def _try_lock_run(run_pk: int) -> bool:
 
 @shared_task
 def sweep_unevaluated(grace_seconds=10, limit=1000):
-    """Queue batches whose evaluation was never queued or was lost (e.g. Redis was down)."""
-    cutoff = timezone.now() - timedelta(seconds=grace_seconds)
-    ids = list(
-        BatchReceipt.objects.filter(evaluated_at__isnull=True, received_at__lte=cutoff)
-        .order_by("received_at")
-        .values_list("pk", flat=True)[:limit]
-    )
-    queued = 0
-    for receipt_id in ids:
-        if not queue_evaluation(receipt_id, force=True):
-            break  # the broker went away again: the next sweep takes the rest
-        queued += 1
+    """Queue the batches nobody holds (queue_unheld), then the minute's housekeeping; the number queued."""
+    queued = queue_unheld(grace_seconds=grace_seconds, limit=limit)
     alert_silent_runs()
     sweep_mutes()  # expired and unused mutes end and their alerts fire again; active ones cover what they should
     stalled_before = timezone.now() - timedelta(seconds=settings.RUN_STALLED_SECONDS)
@@ -133,8 +124,80 @@ def sweep_unevaluated(grace_seconds=10, limit=1000):
 BROKER = Breaker("evaluation queue (Celery broker)", logger=log)
 
 
+@shared_task
+def queue_unevaluated(grace_seconds=2, limit=1000):
+    """Every EVALUATION_RECOVERY_SECONDS (beat): what the broker lost or never got is queued within seconds of its return."""
+    return queue_unheld(grace_seconds=grace_seconds, limit=limit)
+
+
+def queue_unheld(*, grace_seconds: float, limit: int) -> int:
+    """Queue the unevaluated batches nobody holds, oldest first; the number queued.
+
+    Nobody holds a batch that never reached the queue (unmarked: the broker was down, or its ingest process
+    died before handing it over) or whose message must be lost: queued more than EVALUATION_REQUEUE_SECONDS
+    ago, or before the broker's queues began (a Redis that came back empty, queues_began). Each batch taken
+    is marked while its row is locked, and a concurrent sweep skips locked rows, so two sweeps over a queued
+    backlog queue nothing twice.
+    """
+    began = queues_began()
+    now = timezone.now()  # after `began`: what this sweep marks is on the current queue
+    held_since = now - timedelta(seconds=settings.EVALUATION_REQUEUE_SECONDS)
+    if began is not None and began > held_since:
+        held_since = min(began, now)
+    with transaction.atomic():
+        ids = list(
+            BatchReceipt.objects.filter(evaluated_at__isnull=True)
+            .filter(Q(queued_at__isnull=True, received_at__lte=now - timedelta(seconds=grace_seconds))
+                    | Q(queued_at__lt=held_since))
+            .order_by("received_at")
+            .select_for_update(skip_locked=True)
+            .values_list("pk", flat=True)[:limit]
+        )
+        BatchReceipt.objects.filter(pk__in=ids).update(queued_at=now)
+    for n, receipt_id in enumerate(ids):
+        if not queue_evaluation(receipt_id, force=True):
+            # The broker went away again (queue_evaluation unmarked this one): the rest are nobody's, for the next sweep.
+            BatchReceipt.objects.filter(pk__in=ids[n + 1:], evaluated_at__isnull=True).update(queued_at=None)
+            return n
+    return len(ids)
+
+
+# The broker holds this key as long as it holds its queues, and the key says since when: a Redis that restarted
+# without persistence comes back without it, and without every evaluation it had queued.
+BROKER_MARK = "warninglight:evaluation-queues-began"
+
+
+def queues_began():
+    """When the broker's queues began; None without a Redis broker.
+
+    The first sweep to find the key missing sets it to when Redis started: what was marked queued before
+    then went with the old Redis, what was queued since is on the new one.
+    """
+    app = evaluate_batch.app
+    url = app.conf.broker_url or ""
+    if app.conf.task_always_eager or not url.startswith(("redis://", "rediss://", "unix://")):
+        return None  # nothing is queued outside this process
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        raw = client.get(BROKER_MARK)
+        if raw is None:
+            started = timezone.now() - timedelta(seconds=client.info("server")["uptime_in_seconds"])
+            if client.set(BROKER_MARK, started.isoformat(), nx=True):
+                log.warning("the evaluation queue began at %s (Redis started without the queue's data): "
+                            "unevaluated batches queued before then are queued again", started.isoformat())
+            raw = client.get(BROKER_MARK)
+    except redis.RedisError:
+        return None  # the broker is down: nothing can be queued now anyway
+    finally:
+        client.close()
+    return datetime.fromisoformat(raw.decode()) if raw else None
+
+
 def queue_evaluation(receipt_id: int, *, force: bool = False) -> bool:
-    """Hand the batch to the evaluation worker; True when queued. If the broker is down the sweep catches it later.
+    """Hand the batch to the evaluation worker; True when queued. If the broker is down the batch is
+    unmarked (BatchReceipt.queued_at) and the next sweep queues it.
 
     `force` tries the broker even while the breaker has it down (the sweep runs in a worker, which has
     just heard from the broker).
@@ -150,6 +213,7 @@ def queue_evaluation(receipt_id: int, *, force: bool = False) -> bool:
     queued = BROKER.call(send, errors=(OperationalError, OSError, ConnectionError), fallback=False, force=force)
     if not queued:
         log.info("batch %s is left to the sweep: the evaluation queue is unreachable", receipt_id)
+        BatchReceipt.objects.filter(pk=receipt_id, evaluated_at__isnull=True).update(queued_at=None)
     return queued
 
 

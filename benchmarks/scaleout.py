@@ -16,12 +16,17 @@ For each process count:
    order the batches arrived (`manage.py shell`, alerts.tasks.queue_evaluation), as ingest would have;
 4. the time from the first task queued to the last batch's evaluated_at is the drain time.
 
-Prints points evaluated per second for each N, the speed-up over N=1, the machine's cores and load.
+Prints one row per drain, in the order run (`--processes 1,2,1,2` repeats each count: every run is shown, none
+hides another): points evaluated per second, the speed-up over the median of the runs with the fewest processes,
+and the machine's load average (1 minute) before and after that drain. On a shared machine the load says which
+figures to trust: a drain that shared the cores with another job reads slow.
 Each run's batches are evaluated in arrival order whatever N (alerts/tasks.py); only different runs go
 in parallel, so the speed-up is bounded by the number of runs as well as by the cores.
 """
 from __future__ import annotations
 
+import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -43,7 +48,12 @@ QUEUE_ALL = (
 )
 
 
+def load() -> float:
+    return os.getloadavg()[0]
+
+
 def drain(args, bodies, processes: int, logdir: Path):
+    """(points/s evaluated, load average before the drain, after it)."""
     console = Console(args.admin_url, args.db, args.redis_url, logdir)
     try:
         console.start_web(2)
@@ -53,17 +63,19 @@ def drain(args, bodies, processes: int, logdir: Path):
             raise RuntimeError(f"ingest failures: {stats.failures[:3]}")
         bench.flush_redis(args.redis_url)  # the messages ingest queued: queued again below, once the workers are up
         console.start_workers(processes)
+        before = load()
         queued, started = bench.manage(console.env, "shell", "-c", QUEUE_ALL).split()[-2:]
         console.wait_evaluated(args.timeout)
         with console.connect() as conn:
             last = conn.execute("SELECT extract(epoch FROM max(evaluated_at))::float FROM ingest_batchreceipt").fetchone()[0]
+        after = load()
     finally:
         console.stop()
     seconds = last - float(started)
     points = stats.points_accepted
     print(f"  -c {processes}: stored {points:,} points in {elapsed:.1f}s; {queued} batches evaluated in {seconds:.1f}s "
-          f"= {points / seconds:,.0f} points/s evaluated; {machine()}", flush=True)
-    return points / seconds
+          f"= {points / seconds:,.0f} points/s evaluated; load {before:.2f} -> {after:.2f}", flush=True)
+    return points / seconds, before, after
 
 
 def main(argv=None):
@@ -82,14 +94,16 @@ def main(argv=None):
           f"{args.runs * args.series * args.steps:,} points in {len(bodies)} batches of {args.series * bench.STEPS_PER_BATCH:,}, "
           f"starter pack; worker processes {counts}; PostgreSQL and Redis on this host; {bench.code_version()}\n"
           f"  {machine()}", flush=True)
-    rates = {}
+    results = []  # one per drain, in order: a count given twice is run, and shown, twice
     with tempfile.TemporaryDirectory(prefix="wl-scaleout-") as tmp:
         for n in counts:
-            rates[n] = drain(args, bodies, n, Path(tmp))
-    base = rates[counts[0]]
-    print("\n| worker processes | points/s evaluated | speed-up |\n| ---: | ---: | ---: |")
-    for n in counts:
-        print(f"| {n} | {rates[n]:,.0f} | {rates[n] / base:.2f}x |")
+            results.append((n, *drain(args, bodies, n, Path(tmp))))
+    fewest = min(counts)
+    base = statistics.median(rate for n, rate, _, _ in results if n == fewest)
+    print(f"\n| drain | worker processes | points/s evaluated | speed-up (over the median at {fewest}) "
+          "| load average before | after |\n| ---: | ---: | ---: | ---: | ---: | ---: |")
+    for i, (n, rate, before, after) in enumerate(results, 1):
+        print(f"| {i} | {n} | {rate:,.0f} | {rate / base:.2f}x | {before:.2f} | {after:.2f} |")
     print(f"\n{args.runs} runs x {args.series} series x {args.steps:,} steps; {machine()}")
 
 

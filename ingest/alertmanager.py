@@ -293,7 +293,7 @@ def _store_run(run, alerts, now) -> tuple[int, int]:
         new.append(event)
     if not new and not ends:
         return 0, 0  # only repeats: nothing happened, no receipt, nothing to evaluate
-    receipt = BatchReceipt.objects.create(run=run, received_at=now, events=len(new), max_step=run.max_step)
+    receipt = BatchReceipt.objects.create(run=run, received_at=now, queued_at=now, events=len(new), max_step=run.max_step)
     for event in new:
         event.receipt = receipt
         event.ended_by = receipt if event.ended_at is not None else None

@@ -160,6 +160,10 @@ class BatchReceipt(models.Model):
     min_step = models.BigIntegerField(null=True)
     max_step = models.BigIntegerField(null=True)
     evaluated_at = models.DateTimeField(null=True, blank=True)
+    # When the batch was last handed to the evaluation queue (ingest hands it over as it commits); null when it
+    # never reached the queue (the broker was down). The sweep queues only batches nobody holds: never queued, or
+    # queued so long ago that the message must be lost (alerts/tasks.py), so a backlog is never queued twice.
+    queued_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -61,6 +61,7 @@ def _store_batch(project, batch: Batch, now) -> IngestResult:
             run=run,
             batch_id=batch.batch_id,
             received_at=now,
+            queued_at=now,  # handed to evaluation as the transaction commits; queue_evaluation unmarks it if that fails
             points=len(batch.points),
             events=len(batch.events),
             phases=len(batch.phases),

@@ -47,6 +47,38 @@ def _open_connections():
     return [c for c in connections.all(initialized_only=True) if c.connection is not None]
 
 
+# SQLSTATE classes of a database that cannot answer now but will shortly: connection exceptions (08), operator
+# intervention (57: shutting down, starting up, the session terminated), insufficient resources (53: too many
+# connections), transaction rollback (40: deadlock, serialization).
+UNAVAILABLE_SQLSTATE_CLASSES = {"08", "57", "53", "40"}
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """True for an error that says "the database is down, restarting or busy: ask again shortly" (a 503, not a 500)."""
+    if isinstance(exc, InterfaceError):
+        return True  # the connection was closed under us
+    if not isinstance(exc, OperationalError):
+        return False
+    if _pool_timed_out(exc):
+        return True  # no connection could be had: the database is down or every connection is busy
+    cause = exc.__cause__
+    try:
+        import sqlite3
+    except ImportError:  # pragma: no cover - CPython always has it
+        sqlite3 = None
+    if sqlite3 is not None and isinstance(cause, sqlite3.Error):
+        return "locked" in str(cause) or "busy" in str(cause)  # not "no such table": that is a bug, a 500
+    sqlstate = getattr(cause, "sqlstate", None)
+    return sqlstate is None or sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES  # None: no server answered at all
+
+
+def database_unavailable_response(exc: BaseException) -> JsonResponse:
+    log.warning("database unavailable: %s: %s", type(exc).__name__, str(exc).strip())
+    return JsonResponse({"errors": [{"path": "", "message": "the database is unavailable (down or restarting): "
+                                                          "retry shortly"}]},
+                        status=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
 def drop_dead_connections() -> None:
     """Close this thread's connections that no longer answer; the next query takes a checked one from the pool."""
     for conn in _open_connections():

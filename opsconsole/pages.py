@@ -1,12 +1,16 @@
 """The project's own pages: error responses (JSON under /api/, pages elsewhere) and the throttled login."""
+import sys
 from functools import wraps
 
 from django.contrib.auth.forms import AuthenticationForm
-from django.http import JsonResponse
+from django.contrib.auth.models import AnonymousUser
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import Resolver404, resolve
 from django.views import defaults
 
+from opsconsole.db import RETRY_AFTER_SECONDS, database_unavailable, database_unavailable_response
 from opsconsole.throttle import LOGINS
 
 
@@ -53,6 +57,14 @@ def bad_request(request, exception):
 
 
 def server_error(request):
+    exc = sys.exc_info()[1]  # Django calls this while handling the exception
+    if exc is not None and database_unavailable(exc):
+        # Raised outside a DRF view (a middleware's session or user look-up, a page): still a 503 to retry.
+        if _is_api(request):
+            return database_unavailable_response(exc)
+        # Rendered without the request: its user and session are in the database that is down.
+        page = render_to_string("503.html", {"user": AnonymousUser(), "retry_seconds": RETRY_AFTER_SECONDS})
+        return HttpResponse(page, status=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     if _is_api(request):
         return _api_error(500, "internal error: the server's log has the details")
     return defaults.server_error(request)

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from ingest.contract import ContractError, error_body
+from opsconsole.db import database_unavailable, database_unavailable_response
 
 
 def error_paths(detail, path=""):
@@ -30,6 +31,8 @@ def error_paths(detail, path=""):
 def api_exception_handler(exc, context):
     if isinstance(exc, ContractError):  # the request body itself (BoundedJSONParser), in the contract's words
         return Response(exc.body(), status=exc.status)
+    if database_unavailable(exc):  # a 503 with Retry-After, which senders retry; a 500 they would drop
+        return database_unavailable_response(exc)
     response = exception_handler(exc, context)
     if response is None:
         return None

@@ -68,6 +68,8 @@ DESCRIPTIONS = {
     415: "A Content-Type or Content-Encoding the operation does not take (path names the header).",
     429: "Too many failed authentications with this token or from this address (path `Authorization`); "
          "the `Retry-After` header says in how many seconds to try again.",
+    503: "The database is down or restarting (or the reads' share of it stayed busy): nothing to fix in the "
+         "request; the `Retry-After` header says in how many seconds to send it again.",
 }
 
 
@@ -80,7 +82,7 @@ def errors(*statuses, **described) -> dict:
 
 
 # Every operation may answer these: the request guard runs before any view, and every view authenticates.
-COMMON = (400, 401, 413, 415, 429)
+COMMON = (400, 401, 413, 415, 429, 503)
 
 
 # Operations that take nothing without a body (others answer an empty body by its fields).
@@ -99,7 +101,7 @@ def add_common_responses(result, generator, request, public):
                 responses.setdefault(str(status), {
                     "description": DESCRIPTIONS[status],
                     "content": {"application/json": {"schema": error_body}},
-                    **({"headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}} if status == 429 else {}),
+                    **({"headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}} if status in (429, 503) else {}),
                 })
     return result
 

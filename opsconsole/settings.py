@@ -184,6 +184,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker and beat retry a lost broker every second (opsconsole/celery.py) for as long as it takes: a limit would
+# end them during an outage of a few minutes.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # Tasks are acknowledged after they ran (acks_late): a worker killed mid-task (kill -9, OOM, a lost
 # host) leaves its message unacknowledged on Redis, which delivers it again after this timeout
 # (Redis transport default: an hour). It must exceed the longest evaluation, or a slow one is
@@ -225,6 +228,15 @@ CELERY_TASK_ROUTES = {
     "retention.tasks.prune": {"queue": BACKTESTS_QUEUE},
 }
 EVALUATION_SWEEP_SECONDS = env_int("EVALUATION_SWEEP_SECONDS", 60, minimum=5)
+# A batch is queued once: ingest marks it queued as it hands it over (BatchReceipt.queued_at), and the sweeps take
+# only batches nobody holds (alerts/tasks.py queue_unheld). A mark older than this means the message was lost (a
+# task that failed, a message the broker dropped): the batch is queued again. Above the visibility timeout, so that
+# Redis redelivers a dead worker's message before the sweep queues the batch a second time.
+EVALUATION_REQUEUE_SECONDS = env_int("EVALUATION_REQUEUE_SECONDS", max(600, 2 * EVALUATION_VISIBILITY_TIMEOUT),
+                                     minimum=EVALUATION_VISIBILITY_TIMEOUT + 1)
+# How soon batches the broker lost or never got are queued after it is back: a light sweep of batches nobody
+# holds (one indexed query and one Redis command), which also finds a Redis that came back empty.
+EVALUATION_RECOVERY_SECONDS = env_int("EVALUATION_RECOVERY_SECONDS", 2, minimum=1)
 NOTIFY_SWEEP_SECONDS = env_int("NOTIFY_SWEEP_SECONDS", 60, minimum=5)
 # Retention (retention/prune.py) deletes at most this many rows a transaction, each its own short transaction,
 # so a prune or a deleted run holds no lock ingest waits on for long (benchmarks/delete_run.py measures it).
@@ -234,6 +246,12 @@ CELERY_BEAT_SCHEDULE = {
     "apply-retention": {
         "task": "retention.tasks.prune",
         "schedule": crontab(minute=41),
+    },
+    "queue-unevaluated-batches": {
+        "task": "alerts.tasks.queue_unevaluated",
+        "schedule": float(EVALUATION_RECOVERY_SECONDS),
+        # Behind a backlog on the queue, a late one is dropped: the next is on its way.
+        "options": {"expires": float(EVALUATION_RECOVERY_SECONDS)},
     },
     "sweep-unevaluated-batches": {
         "task": "alerts.tasks.sweep_unevaluated",

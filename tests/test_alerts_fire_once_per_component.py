@@ -86,7 +86,7 @@ def test_re_evaluating_a_batch_creates_nothing(sender, project):
     assert (Alert.objects.count(), AlertChange.objects.count()) == before == (1, 1)
 
 
-def test_an_alert_survives_a_worker_crash_exactly_once(sender, project, monkeypatch):
+def test_an_alert_survives_a_worker_crash_exactly_once(sender, project, monkeypatch, settings):
     make_rule(project, "grad-nonfinite", "nonfinite", {"metrics": ["grad_norm"]}, {"points": 1})
 
     def crash(*args, **kwargs):
@@ -98,6 +98,8 @@ def test_an_alert_survives_a_worker_crash_exactly_once(sender, project, monkeypa
     assert Alert.objects.count() == 0  # the half-done evaluation was rolled back with its transaction
     assert BatchReceipt.objects.get().evaluated_at is None  # and the batch is still owed an evaluation
     monkeypatch.undo()
+    assert sweep_unevaluated(grace_seconds=0) == 0  # its message is redelivered (acks_late): nobody queues it again
+    settings.EVALUATION_REQUEUE_SECONDS = 0  # ... unless it never comes: then the sweep takes the batch
     assert sweep_unevaluated(grace_seconds=0) == 1
     assert sweep_unevaluated(grace_seconds=0) == 0
     assert Alert.objects.count() == 1 and AlertChange.objects.count() == 1

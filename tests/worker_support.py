@@ -7,6 +7,7 @@ queued on Redis and evaluated there. Tests using it need committed data
 (`transactional_db`).
 """
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -131,3 +132,77 @@ def celery_worker(transactional_db, tmp_path):
     for worker in started:
         worker.stop()
     conf.task_always_eager = eager
+
+
+class RedisServer:
+    """A throwaway redis-server on a free port of its own, to stop and start as a restart would (never the suite's)."""
+
+    def __init__(self, directory: Path, *args):
+        from tests.process_support import free_port
+
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.directory = directory
+        self.args = args
+        self.process = None
+
+    def start(self):
+        import redis
+
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
+             "--save", "", *self.args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
+
+        def answers():
+            try:
+                return client.ping()
+            except redis.ConnectionError:
+                return False
+
+        if not wait_until(answers, 10):
+            raise AssertionError("redis-server did not start")
+        client.close()
+
+    def crash(self):
+        """Gone at once, as a killed container is: what it had not written to disk is lost."""
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def client(self):
+        import redis
+
+        return redis.Redis.from_url(self.url, socket_connect_timeout=1)
+
+
+def use_broker(url):
+    """This test process publishes to (and pings workers on) the broker at `url` from now on."""
+    celery_app.conf.broker_url = url
+    celery_app._pool = None
+    celery_app.amqp._producer_pool = None
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A redis-server of the test's own, which this test process publishes to; a function (*args) starting it."""
+    if shutil.which("redis-server") is None:
+        from tests.conftest import IN_CI
+
+        (pytest.fail if IN_CI else pytest.skip)("needs redis-server (apt-get install redis-server)")
+    servers = []
+    saved = celery_app.conf.broker_url
+
+    def start(*args):
+        server = RedisServer(tmp_path, *args)
+        servers.append(server)
+        server.start()
+        use_broker(server.url)
+        return server
+
+    yield start
+    use_broker(saved)
+    for server in servers:
+        if server.process and server.process.poll() is None:
+            server.crash()

@@ -9,7 +9,8 @@ and posts NDJSON requests of one run to `POST /api/v1/ingest`:
   `flush_seconds`, or as soon as a full batch is waiting;
 * each request carries `X-Batch-Id: <run id>:<process uuid>:<seq>`; a
   connection error, a timeout, a 5xx, 408 or 429 re-sends the same bytes with
-  the same batch id (exponential backoff, `retries` times), so the console
+  the same batch id (exponential backoff or the response's Retry-After, `retries` times: a console whose
+  database is restarting answers 503 with Retry-After), so the console
   stores it once however many tries reach it;
 * a batch that still fails is appended to the spool file and the console is
   marked down: while it is down, batches go straight to the spool and one batch

@@ -42,6 +42,8 @@ class Proxy:
     """An HTTP proxy in front of the live console that can misbehave on request.
 
     mode "forward": pass requests through; "down": answer 503 without forwarding.
+    `unavailable` > 0: answer that many requests 503 with `Retry-After: 1`, as the console does while its
+    database is down or restarting, then forward again.
     `drop_responses` > 0: forward the request (the console stores it), then close the
     connection without answering, that many times (a timeout on the way back).
     Every POST is recorded as (X-Batch-Id, number of NDJSON lines, status or "dropped").
@@ -52,6 +54,7 @@ class Proxy:
         self.target_port = target_port
         self.mode = "forward"
         self.drop_responses = 0
+        self.unavailable = 0
         self.requests = []
         self.lock = threading.Lock()
 
@@ -68,6 +71,14 @@ class Proxy:
                 if proxy.mode == "down":
                     proxy._record(batch_id, lines, 503)
                     self._answer(503, b'{"detail": "down for maintenance"}')
+                    return
+                with proxy.lock:
+                    unavailable = proxy.unavailable > 0
+                    if unavailable:
+                        proxy.unavailable -= 1
+                if unavailable:
+                    proxy._record(batch_id, lines, 503)
+                    self._answer(503, b'{"errors": [{"path": "", "message": "the database is unavailable"}]}', {"Retry-After": "1"})
                     return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")}
                 upstream = http.client.HTTPConnection("127.0.0.1", proxy.target_port, timeout=30)
@@ -86,8 +97,10 @@ class Proxy:
                 proxy._record(batch_id, lines, response.status)
                 self._answer(response.status, data)
 
-            def _answer(self, status, data):
+            def _answer(self, status, data, headers=()):
                 self.send_response(status)
+                for name, value in dict(headers).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

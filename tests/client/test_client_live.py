@@ -104,6 +104,24 @@ def test_a_batch_whose_response_was_lost_is_resent_with_its_batch_id_and_stored_
     assert BatchReceipt.objects.filter(run__run_id="resent").count() == 2
 
 
+def test_a_503_while_the_consoles_database_restarts_is_retried_after_retry_after_and_nothing_is_spooled(console_server, token, tmp_path):
+    import time
+
+    with Proxy(console_server.port) as proxy:
+        proxy.unavailable = 2  # the console's database is restarting: 503, Retry-After: 1
+        with warninglight.watch(run_id="db-restart", url=proxy.url, token=token, spool_dir=tmp_path, **FAST) as wl:
+            started = time.monotonic()
+            for step in range(10):
+                wl.log(step, loss=float(step))
+            assert wl.flush(30)
+            took = time.monotonic() - started
+    batch_id = proxy.requests[0][0]
+    assert proxy.requests == [(batch_id, 11, 503), (batch_id, 11, 503), (batch_id, 11, 202)]  # one batch, tried again
+    assert took >= 2.0  # it waited the Retry-After each time, not its own 0.05-s back-off
+    assert wl.stats["retries"] == 2 and wl.stats["spooled"] == 0 and not wl.stats["console_down"]
+    assert [p["step"] for p in read_points(token, "db-restart", "loss")] == list(range(10))
+
+
 def test_a_console_that_comes_back_gets_the_rest_and_the_spool_holds_exactly_the_gap(console_server, token, tmp_path):
     import json
     import time
