@@ -10,6 +10,7 @@ import base64
 import logging
 import math
 import warnings
+import zlib
 from collections import Counter, defaultdict
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
@@ -238,12 +239,31 @@ def _reference(rule, series, steps, values, info, evaluator):
 
 
 def _pack_history(steps, values):
-    return [base64.b64encode(steps.astype("<i8").tobytes()).decode(), base64.b64encode(values.astype("<f8").tobytes()).decode()]
+    """A band's points as RuleProgress.state keeps them, compactly (every batch writes every band row back):
+    steps as their first value and differences, zlib-compressed (consecutive steps pack to a few bytes), values
+    as float32 where that loses nothing (a job's tensor.item() of a float32), else float64."""
+    steps = np.asarray(steps, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float64)
+    deltas = np.diff(steps, prepend=np.int64(0)).astype("<i8")
+    packed = {"s": base64.b64encode(zlib.compress(deltas.tobytes(), 1)).decode()}
+    with np.errstate(over="ignore"):
+        narrow = values.astype("<f4")
+    if np.array_equal(narrow.astype(np.float64), values):
+        packed["f4"] = base64.b64encode(narrow.tobytes()).decode()
+    else:
+        packed["f8"] = base64.b64encode(values.astype("<f8").tobytes()).decode()
+    return packed
 
 
 def _unpack_history(packed):
-    steps, values = packed
-    return np.frombuffer(base64.b64decode(steps), dtype="<i8").astype(np.int64), np.frombuffer(base64.b64decode(values), dtype="<f8").copy()
+    if isinstance(packed, list):  # as stored before the compact form: raw int64 steps and float64 values
+        steps, values = packed
+        return (np.frombuffer(base64.b64decode(steps), dtype="<i8").astype(np.int64),
+                np.frombuffer(base64.b64decode(values), dtype="<f8").copy())
+    steps = np.cumsum(np.frombuffer(zlib.decompress(base64.b64decode(packed["s"])), dtype="<i8")).astype(np.int64)
+    if "f4" in packed:
+        return steps, np.frombuffer(base64.b64decode(packed["f4"]), dtype="<f4").astype(np.float64)
+    return steps, np.frombuffer(base64.b64decode(packed["f8"]), dtype="<f8").copy()
 
 
 class _BandJudge:
