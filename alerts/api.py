@@ -26,6 +26,7 @@ from alerts.serializers import BacktestJobSerializer, BacktestRequestSerializer,
 from alerts.wire import alert_as_dict, change_as_dict
 from ingest.contract import RUN_ID_RE
 from ingest.serializers import pattern_field, read_query, RunQuerySerializer
+from opsconsole.pagination import Pagination, paginated
 from opsconsole.permissions import can_edit_rules, can_triage, rule_admin_projects, visible_projects, visible_runs
 from opsconsole.request_guard import BoundedJSONParser
 from opsconsole.schema import errors
@@ -63,6 +64,7 @@ class RuleViewSet(viewsets.ModelViewSet):
     """
 
     serializer_class = RuleSerializer
+    pagination_class = Pagination
     permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, EditsNeedRuleAdmin]
 
     def get_queryset(self):
@@ -159,13 +161,15 @@ class AlertSerializer(serializers.Serializer):
 
 
 class AlertListView(APIView):
+    pagination_class = Pagination
+
     @extend_schema(operation_id="alerts_list", parameters=[RunQuerySerializer], responses={200: AlertSerializer(many=True), **errors(404)})
     def get(self, request):
-        """The alerts of a run, oldest first (contract v1)."""
+        """The alerts of a run, oldest first (contract v1), a page at a time: {count, next, previous, results}."""
         run_id = read_query(request, RunQuerySerializer)["run"]
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
         alerts = Alert.objects.filter(run=run).select_related("rule", "run").order_by("fired_at", "id")
-        return Response([alert_as_dict(a) for a in alerts])
+        return paginated(request, self, alerts, alert_as_dict)
 
 
 class ChangeSerializer(serializers.Serializer):
@@ -499,13 +503,17 @@ class IncidentSerializer(serializers.Serializer):
 
 
 class IncidentListView(APIView):
+    pagination_class = Pagination
+
     @extend_schema(operation_id="incidents_list", parameters=[RunQuerySerializer],
                    responses={200: IncidentSerializer(many=True), **errors(404)})
     def get(self, request):
-        """The incidents of a run, oldest first: its alerts grouped by fault, each with one named origin."""
+        """The incidents of a run, oldest first: its alerts grouped by fault, each with one named origin (paged)."""
         run_id = read_query(request, RunQuerySerializer)["run"]
         run = get_object_or_404(visible_runs(request.user), run_id=run_id)
-        return Response([incidents.incident_as_dict(i, i.alert_list) for i in incidents.incidents_of_run(run)])
+        paginator = Pagination()
+        page = incidents.with_alert_lists(paginator.paginate_queryset(incidents.run_incidents(run), request, view=self))
+        return paginator.get_paginated_response([incidents.incident_as_dict(i, i.alert_list) for i in page])
 
 
 class IncidentActionResultSerializer(serializers.Serializer):

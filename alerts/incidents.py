@@ -442,7 +442,17 @@ def incident_as_dict(incident, alerts=None) -> dict:
 
 def incidents_of_run(run):
     """The run's incidents, oldest first, each with its alerts loaded (`incident.alert_list`)."""
-    incidents = list(Incident.objects.filter(run=run).select_related("run", "origin__rule").order_by("opened_at", "id"))
+    return with_alert_lists(run_incidents(run))
+
+
+def run_incidents(run):
+    """The run's incidents, oldest first, as a queryset (to page before their alerts are loaded)."""
+    return Incident.objects.filter(run=run).select_related("run", "origin__rule").order_by("opened_at", "id")
+
+
+def with_alert_lists(incidents):
+    """`incidents` (any iterable) as a list, each with its alerts loaded in one query (`incident.alert_list`)."""
+    incidents = list(incidents)
     by_pk = {i.pk: i for i in incidents}
     for incident in incidents:
         incident.alert_list = []

@@ -159,6 +159,8 @@ class Alert(models.Model):
                 fields=["rule", "run", "component"], condition=~Q(state="resolved"), name="alert_one_open_per_component"
             )
         ]
+        # A rule's alerts of a period (the audit report, fatigue) and its newest one: a range, not all its alerts.
+        indexes = [models.Index(fields=["rule", "fired_at"], name="alert_rule_fired_at")]
 
 
 class ChangeKind(models.TextChoices):

@@ -49,8 +49,14 @@ def judged(client: Client, expect: dict, timeout=600.0) -> float:
     """Seconds until the run's alerts read back as `expect` ({state: count})."""
     start = time.perf_counter()
     while time.perf_counter() - start < timeout:
-        code, answer = client.request("GET", f"/api/v1/alerts/?run={RUN}")
-        states = [a["state"] for a in orjson.loads(answer)] if code == 200 else []
+        states, offset, code = [], 0, 200
+        while code == 200:  # a page at a time (the API's largest page is 500)
+            code, answer = client.request("GET", f"/api/v1/alerts/?run={RUN}&limit=500&offset={offset}")
+            page = orjson.loads(answer)["results"] if code == 200 else []
+            states += [a["state"] for a in page]
+            offset += len(page)
+            if not page:
+                break
         if all(states.count(state) == count for state, count in expect.items()):
             return time.perf_counter() - start
         time.sleep(1.0)  # reading 10,000 alerts back is itself work for the server

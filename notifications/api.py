@@ -21,6 +21,7 @@ from notifications import channels as domain
 from notifications.models import Channel, ChannelKind, Delivery, DeliveryStatus
 from notifications.redact import redact_detail, url_host
 from notifications.status import ChannelGone, send_test, with_status
+from opsconsole.pagination import Pagination
 from opsconsole.permissions import can_edit_rules, can_see_channel_url, channel_projects, reads_channels
 from opsconsole.request_guard import BoundedJSONParser
 from opsconsole.rest import JsonTypesMixin
@@ -173,6 +174,7 @@ class ChannelViewSet(viewsets.ModelViewSet):
     """A project's notification channels: members read them; its rule admins create, edit, delete and test them."""
 
     serializer_class = ChannelSerializer
+    pagination_class = Pagination
     permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, PeopleReadChannels, EditsNeedRuleAdmin]
     parser_classes = [BoundedJSONParser]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]

@@ -25,6 +25,7 @@ from ingest.serializers import (
 )
 from ingest.storage import read_points
 from ingest.wire import event_as_dict, wire_value
+from opsconsole.pagination import Pagination, paginated
 from opsconsole.permissions import can_edit_rules, visible_runs
 from opsconsole.schema import errors
 from retention.tasks import delete_run_later
@@ -37,10 +38,13 @@ SEARCH_PARAMETER = OpenApiParameter("q", str, description="only runs whose run i
 
 
 class RunListView(APIView):
+    pagination_class = Pagination
+
     @extend_schema(operation_id="runs_list", parameters=[SEARCH_PARAMETER], responses=RunSummarySerializer(many=True))
     def get(self, request):
+        """The runs the caller may see, most recently active first, a page at a time: {count, next, previous, results}."""
         runs = search_runs(visible_runs(request.user).order_by("-last_seen_at", "run_id"), request.query_params.get("q"))
-        return Response(RunSummarySerializer(runs, many=True).data)
+        return paginated(request, self, runs, lambda run: RunSummarySerializer(run).data)
 
 
 class RunDetailView(APIView):

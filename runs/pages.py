@@ -11,7 +11,10 @@ from runs.summary import runs_list
 @login_required
 def runs(request):
     q = request.GET
-    return render(request, "runs/runs.html", runs_list(request.user, q.get("project"), q.get("status"), q.get("tag"), q.get("q")))
+    paging = q.copy()
+    paging.pop("page", None)
+    context = runs_list(request.user, q.get("project"), q.get("status"), q.get("tag"), q.get("q"), page=q.get("page"))
+    return render(request, "runs/runs.html", {**context, "paging_query": paging.urlencode()})
 
 
 @login_required

@@ -2,6 +2,7 @@
 import json
 from collections import defaultdict
 
+from django.core.paginator import Paginator
 from django.db.models.fields.json import KeyTransform
 
 from alerts.health import filter_by_health, health, runs_with_open_trouble
@@ -12,7 +13,7 @@ from opsconsole.permissions import visible_projects, visible_runs
 from runs.search import search_runs
 
 LAYERS = [Layer.SYSTEM, Layer.DATA, Layer.NUMERICS, Layer.OPTIMIZATION, Layer.GENERALIZATION]
-PAGE = 500
+PAGE_SIZE = 50  # runs a page: the page's cost is this many rows, however many runs the console holds
 
 
 def parse_tag(text: str):
@@ -21,7 +22,7 @@ def parse_tag(text: str):
     return key.strip(), (value.strip() if _ else None)
 
 
-def runs_list(user, project=None, status=None, tag=None, q=None) -> dict:
+def runs_list(user, project=None, status=None, tag=None, q=None, page=None) -> dict:
     runs = search_runs(visible_runs(user).order_by("-last_seen_at", "run_id"), q)
     if project:
         runs = runs.filter(project__slug=project)
@@ -33,7 +34,8 @@ def runs_list(user, project=None, status=None, tag=None, q=None) -> dict:
         runs = runs.filter(tags__has_key=key)
         if value is not None:
             runs = runs.annotate(tag_value=KeyTransform(key, "tags")).filter(tag_value=value)
-    runs = list(runs[:PAGE])
+    page = Paginator(runs, PAGE_SIZE).get_page(page)
+    runs = list(page.object_list)
     ids = [r.pk for r in runs]
     layers_with_data = defaultdict(set)
     layer_of = {}
@@ -65,5 +67,5 @@ def runs_list(user, project=None, status=None, tag=None, q=None) -> dict:
         "live_projects": json.dumps([p.slug for p in projects]),
         "statuses": RunStatus.choices,
         "filters": {"project": project or "", "status": status or "", "tag": tag or "", "q": (q or "").strip()},
-        "truncated": len(runs) == PAGE,
+        "page": page,
     }

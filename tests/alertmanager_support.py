@@ -60,7 +60,7 @@ class Webhook:
         return self.get(f"/api/v1/runs/{run_id}/events/")["events"]
 
     def alerts(self, run_id):
-        return self.get(f"/api/v1/alerts/?run={run_id}")
+        return self.get(f"/api/v1/alerts/?run={run_id}&limit=500")["results"]
 
 
 def change_kinds(alert_id):

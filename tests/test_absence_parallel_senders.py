@@ -25,7 +25,7 @@ def loss(lo, hi):
 
 
 def missing_data(sender, run_id):
-    return [a for a in sender.get("/api/v1/alerts/", run=run_id).json() if a["rule"]["name"] == "missing-data"]
+    return [a for a in sender.get("/api/v1/alerts/", run=run_id).json()["results"] if a["rule"]["name"] == "missing-data"]
 
 
 def changes(sender, alert):

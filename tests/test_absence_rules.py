@@ -28,7 +28,7 @@ def loss(steps, time=None):
 
 
 def alerts_of(sender, run_id):
-    return sender.get("/api/v1/alerts/", run=run_id).json()
+    return sender.get("/api/v1/alerts/", run=run_id).json()["results"]
 
 
 def summary(alert):

@@ -121,7 +121,7 @@ def test_reading_an_alert_that_does_not_exist_is_a_404(api, owner):
 
 def test_the_contract_list_keeps_its_fields(api, owner, alert):
     api.force_login(owner)
-    [item] = api.get("/api/v1/alerts/", {"run": "run-a"}).json()
+    [item] = api.get("/api/v1/alerts/", {"run": "run-a"}).json()["results"]
     assert set(item) >= {"id", "run", "rule", "component", "metric", "condition", "step", "last_step", "fired_step",
                          "magnitude", "magnitude_unit", "phase", "state", "verdict", "fired_at", "resolved_at"}
 

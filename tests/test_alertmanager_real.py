@@ -70,7 +70,7 @@ class Console:
         return response.json()
 
     def alerts(self, run_id):
-        return self.get(f"/api/v1/alerts/?run={run_id}")
+        return self.get(f"/api/v1/alerts/?run={run_id}&limit=500")["results"]
 
     def states(self, run_id):
         try:

@@ -26,7 +26,7 @@ def grad_points(steps, bad_component=None, bad_steps=()):
 
 
 def alerts_of(sender, run_id):
-    return sender.get("/api/v1/alerts/", run=run_id).json()
+    return sender.get("/api/v1/alerts/", run=run_id).json()["results"]
 
 
 def test_nonfinite_gradients_in_one_layer_fire_one_alert_naming_it_then_extend_then_resolve(sender, project):
@@ -111,7 +111,7 @@ def test_alerts_of_a_run_are_hidden_from_outsiders(api, sender, project, outside
     api.force_login(outsider)
     assert api.get("/api/v1/alerts/", {"run": "private"}).status_code == 404
     api.force_login(owner)
-    assert len(api.get("/api/v1/alerts/", {"run": "private"}).json()) == 1
+    assert len(api.get("/api/v1/alerts/", {"run": "private"}).json()["results"]) == 1
 
 
 def test_one_alert_per_component_does_not_depend_on_how_the_job_batched(sender, project):
@@ -129,6 +129,6 @@ def test_one_alert_per_component_does_not_depend_on_how_the_job_batched(sender, 
     sender.post({"run": {"id": "one-batch"}, "points": points(range(140, 170))})
     sender.post({"run": {"id": "two-batches"}, "points": points(range(140, 155))})
     sender.post({"run": {"id": "two-batches"}, "points": points(range(155, 170))})
-    one = [(a["step"], a["fired_step"], a["state"]) for a in sender.get("/api/v1/alerts/", run="one-batch").json()]
-    two = [(a["step"], a["fired_step"], a["state"]) for a in sender.get("/api/v1/alerts/", run="two-batches").json()]
+    one = [(a["step"], a["fired_step"], a["state"]) for a in sender.get("/api/v1/alerts/", run="one-batch").json()["results"]]
+    two = [(a["step"], a["fired_step"], a["state"]) for a in sender.get("/api/v1/alerts/", run="two-batches").json()["results"]]
     assert one == two == [(150, 150, "firing")]  # held from 150 (grad_norm), fired there in both

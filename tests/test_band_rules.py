@@ -35,7 +35,7 @@ def send(sender, run_id, steps, values, phases=()):
 
 
 def alerts_of(sender, run_id):
-    return sender.get("/api/v1/alerts/", run=run_id).json()
+    return sender.get("/api/v1/alerts/", run=run_id).json()["results"]
 
 
 def test_a_sustained_spike_fires_once_and_names_its_first_step_and_distance_outside_the_band(sender, project):

@@ -36,7 +36,7 @@ def leaked(content: bytes) -> list[str]:
 
 def test_rule_admin_sees_the_whole_url(api, owner, channel):
     api.force_login(owner)
-    listed = api.get("/api/v1/channels/").json()
+    listed = api.get("/api/v1/channels/").json()["results"]
     assert [(c["url"], c["host"]) for c in listed] == [(URL, HOST)]
     assert api.get(f"/api/v1/channels/{channel.pk}/").json()["url"] == URL
     log = api.get(f"/api/v1/channels/{channel.pk}/deliveries/").json()
@@ -48,7 +48,7 @@ def test_rule_admin_sees_the_whole_url(api, owner, channel):
 def test_a_viewer_sees_the_host_alone(api, teammate, channel):
     api.force_login(teammate)
     listed = api.get("/api/v1/channels/")
-    assert listed.status_code == 200 and [(c["url"], c["host"]) for c in listed.json()] == [(None, HOST)]
+    assert listed.status_code == 200 and [(c["url"], c["host"]) for c in listed.json()["results"]] == [(None, HOST)]
     one = api.get(f"/api/v1/channels/{channel.pk}/")
     assert one.status_code == 200 and (one.json()["url"], one.json()["host"]) == (None, HOST)
     log = api.get(f"/api/v1/channels/{channel.pk}/deliveries/")
@@ -88,7 +88,7 @@ def test_the_ingest_token_reads_no_channel(api, token, channel):
 
 def test_an_outsider_sees_neither_the_channel_nor_its_host(api, outsider, channel):
     api.force_login(outsider)
-    assert api.get("/api/v1/channels/").json() == []
+    assert api.get("/api/v1/channels/").json()["results"] == []
     assert api.get(f"/api/v1/channels/{channel.pk}/").status_code == 404
     assert client_for(outsider).get(f"/channels/{channel.pk}/").status_code == 404
     assert HOST not in client_for(outsider).get("/channels/").content.decode()

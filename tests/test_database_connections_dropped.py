@@ -51,7 +51,7 @@ def test_reads_ingest_and_evaluation_through_the_server_succeed_after_every_conn
     with httpx.Client(base_url=url, headers=auth, timeout=30) as http:
         assert http.post("/api/v1/ingest", json=points("dropped", range(10, 20), nan_at=15)).status_code == 202
         # Evaluated in the server (no worker here): the NaN fired the starter pack's rule.
-        assert nonfinite_alerts(http.get("/api/v1/alerts/", params={"run": "dropped"}).json()) == [("nonfinite-loss", "firing")]
+        assert nonfinite_alerts(http.get("/api/v1/alerts/", params={"run": "dropped"}).json()["results"]) == [("nonfinite-loss", "firing")]
     assert not BatchReceipt.objects.filter(evaluated_at__isnull=True).exists()
 
 
@@ -76,5 +76,5 @@ def test_a_worker_evaluates_the_next_batches_after_every_connection_is_dropped(c
         assert sender.post(points("worker-dropped", range(20, 30))).status_code == 202
         assert wait_until(lambda: not unevaluated(), 30)
     assert Run.objects.get(run_id="worker-dropped").last_step == 29
-    fired = [a["step"] for a in sender.get("/api/v1/alerts/", run="worker-dropped").json() if a["rule"]["name"] == "nonfinite-loss"]
+    fired = [a["step"] for a in sender.get("/api/v1/alerts/", run="worker-dropped").json()["results"] if a["rule"]["name"] == "nonfinite-loss"]
     assert fired == [12]  # the batch evaluated after the restart was judged

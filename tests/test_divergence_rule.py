@@ -34,7 +34,7 @@ def send_run(sender, run_id, training, validation, last_step=100):
         points = [{"step": s, "metric": "loss", "value": training(s)} for s in steps]
         points += [{"step": s, "metric": "val_loss", "value": validation[s]} for s in steps if s in validation]
         sender.post({"run": {"id": run_id}, "points": points})
-    return sender.get("/api/v1/alerts/", run=run_id).json()
+    return sender.get("/api/v1/alerts/", run=run_id).json()["results"]
 
 
 # val_loss falls until step 50, then rises by 2% at 60, 70 and 80 (and keeps rising).

@@ -190,7 +190,7 @@ def test_incidents_are_read_from_the_endpoint_when_it_answers_200():
     listed = [incident(1, 5, "fc1", [3])]
     client = FakeClient(200, listed)
     assert run.read_incidents(client, "my run/1") == listed
-    assert client.paths == [("GET", "/api/v1/incidents/?run=my%20run%2F1")]
+    assert client.paths == [("GET", "/api/v1/incidents/?run=my%20run%2F1&limit=500&offset=0")]
     assert run.read_incidents(FakeClient(200, {"results": listed}), "r") == listed
 
 

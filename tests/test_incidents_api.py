@@ -33,7 +33,7 @@ def test_members_read_a_runs_incidents_oldest_first(api, request, faulty, who):
     api.force_login(request.getfixturevalue(who))
     response = listed(api)
     assert response.status_code == 200, response.content
-    [incident] = response.json()
+    [incident] = response.json()["results"]
     origin = Alert.objects.get(component="layers.4")
     assert incident == {
         "id": incident["id"], "run": RUN, "state": "firing", "severity": "notify", "first_step": 30,
@@ -48,7 +48,7 @@ def test_members_read_a_runs_incidents_oldest_first(api, request, faulty, who):
 
 def test_the_alerts_api_is_unchanged(api, owner, faulty):
     api.force_login(owner)
-    [alert] = api.get("/api/v1/alerts/", {"run": RUN}).json()[:1]
+    [alert] = api.get("/api/v1/alerts/", {"run": RUN}).json()["results"][:1]
     assert "incident" not in alert and "reviewed_at" not in alert
 
 
@@ -63,7 +63,7 @@ def test_an_outsider_or_another_projects_token_gets_not_found(api, outsider, oth
 def test_anonymous_is_refused_and_a_project_token_reads(api, token, faulty):
     response = listed(api)
     assert response.status_code == 401 and response.json()["errors"][0]["path"] == "Authorization"
-    assert len(listed(api, HTTP_AUTHORIZATION=f"Bearer {token}").json()) == 1
+    assert len(listed(api, HTTP_AUTHORIZATION=f"Bearer {token}").json()["results"]) == 1
 
 
 @pytest.mark.parametrize("action", ACTIONS)
@@ -71,7 +71,7 @@ def test_anonymous_is_refused_and_a_project_token_reads(api, token, faulty):
 def test_on_call_and_rule_admins_act_with_one_row_per_alert(api, request, faulty, action, who):
     user = request.getfixturevalue(who)
     api.force_login(user)
-    [incident] = listed(api).json()
+    [incident] = listed(api).json()["results"]
     response = api.post(f"/api/v1/incidents/{incident['id']}/{action}/", ACTIONS[action], format="json")
     assert response.status_code == (201 if action == "mute" else 200), response.content
     kind = {"acknowledge": "acknowledged", "verdict": "verdict", "mute": "muted"}[action]
@@ -104,7 +104,7 @@ def test_viewers_and_project_tokens_may_not_act_outsiders_get_not_found(api, fau
 
 def test_bad_input_is_a_400_naming_the_field(api, owner, faulty):
     api.force_login(owner)
-    [incident] = listed(api).json()
+    [incident] = listed(api).json()["results"]
     response = api.post(f"/api/v1/incidents/{incident['id']}/verdict/", {"verdict": "false_alarm"}, format="json")
     assert response.status_code == 400 and response.json()["errors"][0]["path"] == "note"
     response = api.post(f"/api/v1/incidents/{incident['id']}/mute/", {"scope": "run", "reason": "x"}, format="json")

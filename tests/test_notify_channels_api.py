@@ -48,7 +48,7 @@ def test_rule_admin_creates_edits_tests_and_deletes(api, owner, channel, receive
 def test_teammate_reads_but_may_not_write_or_test(api, teammate, channel):
     api.force_login(teammate)
     listed = api.get("/api/v1/channels/")
-    assert listed.status_code == 200 and [c["name"] for c in listed.json()] == ["existing"]
+    assert listed.status_code == 200 and [c["name"] for c in listed.json()["results"]] == ["existing"]
     assert SECRET not in listed.content.decode()
     assert api.get(f"/api/v1/channels/{channel.pk}/").status_code == 200
     assert api.get(f"/api/v1/channels/{channel.pk}/deliveries/").status_code == 200
@@ -61,7 +61,7 @@ def test_teammate_reads_but_may_not_write_or_test(api, teammate, channel):
 
 def test_outsider_sees_nothing(api, outsider, channel):
     api.force_login(outsider)
-    assert api.get("/api/v1/channels/").json() == []
+    assert api.get("/api/v1/channels/").json()["results"] == []
     for method, path in (("get", ""), ("get", "deliveries/"), ("post", "test/"), ("patch", ""), ("delete", "")):
         response = getattr(api, method)(f"/api/v1/channels/{channel.pk}/{path}", {}, format="json")
         assert response.status_code == 404, (method, path)

@@ -43,9 +43,9 @@ def test_runs_list_shows_only_visible_runs(api, sender, other_token, owner, outs
     sender.post({"run": {"id": "mine"}})
     sender.post({"run": {"id": "theirs"}}, token=other_token)
     api.force_login(owner)
-    assert [r["id"] for r in api.get("/api/v1/runs/").json()] == ["mine"]
+    assert [r["id"] for r in api.get("/api/v1/runs/").json()["results"]] == ["mine"]
     api.force_login(outsider)
-    assert [r["id"] for r in api.get("/api/v1/runs/").json()] == ["theirs"]
+    assert [r["id"] for r in api.get("/api/v1/runs/").json()["results"]] == ["theirs"]
 
 
 def test_console_runs_page_needs_login_and_lists_only_members_runs(client, sender, other_token, owner, outsider):

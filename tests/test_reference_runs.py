@@ -35,14 +35,14 @@ def test_a_run_with_no_history_of_its_own_is_judged_against_the_reference_runs(s
     call_command("mark_reference", "ref-1", "ref-2")
     assert set(Run.objects.filter(reference=True).values_list("run_id", flat=True)) == {"ref-1", "ref-2"}
     send(sender, "new", np.r_[loss(5, 3), np.full(5, 3.0)])  # steps 5-9: far above what the references did
-    [alert] = sender.get("/api/v1/alerts/", run="new").json()
+    [alert] = sender.get("/api/v1/alerts/", run="new").json()["results"]
     assert (alert["step"], alert["fired_step"]) == (5, 7)
 
 
 def test_without_reference_runs_the_same_start_is_not_judged(sender, band_rule):
     send(sender, "ref-1", loss(200, 1))
     send(sender, "new", np.r_[loss(5, 3), np.full(5, 3.0)])
-    assert sender.get("/api/v1/alerts/", run="new").json() == []
+    assert sender.get("/api/v1/alerts/", run="new").json()["results"] == []
 
 
 def test_unmarking_and_unknown_runs(sender, band_rule):

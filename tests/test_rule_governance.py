@@ -137,7 +137,7 @@ def test_outsider_cannot_see_a_projects_rules(admin_api, api, outsider):
     created = admin_api.post("/api/v1/rules/", rule_data(), format="json").json()
     api.force_login(outsider)
     assert api.get(f"/api/v1/rules/{created['id']}/").status_code == 404
-    assert api.get("/api/v1/rules/").json() == []
+    assert api.get("/api/v1/rules/").json()["results"] == []
 
 
 def test_personal_api_token_acts_with_its_users_roles(api, owner, teammate):

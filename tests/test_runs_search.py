@@ -24,7 +24,7 @@ def page_runs(client, **query):
 def api_runs(client, **query):
     answer = client.get("/api/v1/runs/", query)
     assert answer.status_code == 200
-    return sorted(r["id"] for r in answer.json())
+    return sorted(r["id"] for r in answer.json()["results"])
 
 
 @pytest.mark.parametrize(("q", "expected"), [

@@ -117,7 +117,7 @@ def send(sender, run_id, phases, points, batch=25):
         chunk = points[start:start + batch]
         lo, hi = chunk[0]["step"], chunk[-1]["step"]
         sender.post({"run": {"id": run_id}, "phases": [p for p in phases if lo <= p["step"] <= hi], "points": chunk})
-    return sender.get("/api/v1/alerts/", run=run_id).json()
+    return sender.get("/api/v1/alerts/", run=run_id).json()["results"]
 
 
 @pytest.fixture

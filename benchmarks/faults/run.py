@@ -341,12 +341,9 @@ def replay_run(client: Client, spec: dict, batch_lines: int, stop: threading.Eve
         if got != expected:
             raise Failure(f"{run_id}: batch {b}: 202 but {got} of {expected} lines accepted: {payload[:500]!r}")
     send_s = time.perf_counter() - t0 - read_s
-    status, payload = client.request("GET", f"/api/v1/alerts/?run={quote(run_id, safe='')}")
+    status, alerts = read_pages(client, f"/api/v1/alerts/?run={quote(run_id, safe='')}")
     if status != 200:
-        raise Failure(f"{run_id}: GET /api/v1/alerts/ answered {status}:\n{payload.decode(errors='replace')[:4000]}")
-    alerts = json.loads(payload)
-    if isinstance(alerts, dict):  # paginated
-        alerts = alerts.get("results", [])
+        raise Failure(f"{run_id}: GET /api/v1/alerts/ answered {status}:\n{alerts.decode(errors='replace')[:4000]}")
     incidents = read_incidents(client, run_id)
     t = time.perf_counter()
     base_alerts = baseline.detect_lines(parsed, run=run_id)
@@ -361,15 +358,33 @@ def replay_run(client: Client, spec: dict, batch_lines: int, stop: threading.Eve
 def read_incidents(client: Client, run_id: str):
     """The console's incidents of a run (`GET /api/v1/incidents/?run=`), or None when the console has no
     such endpoint (404): the caller then groups the alerts with the client-side stand-in."""
-    status, payload = client.request("GET", f"/api/v1/incidents/?run={quote(run_id, safe='')}")
+    status, incidents = read_pages(client, f"/api/v1/incidents/?run={quote(run_id, safe='')}")
     if status == 404:
         return None
     if status != 200:
-        raise Failure(f"{run_id}: GET /api/v1/incidents/ answered {status}:\n{payload.decode(errors='replace')[:4000]}")
-    incidents = json.loads(payload)
-    if isinstance(incidents, dict):  # paginated
-        incidents = incidents.get("results", [])
+        raise Failure(f"{run_id}: GET /api/v1/incidents/ answered {status}:\n{incidents.decode(errors='replace')[:4000]}")
     return incidents
+
+
+PAGE = 500  # the API's largest page (opsconsole/pagination.py)
+
+
+def read_pages(client: Client, path: str):
+    """(200, every item of a paged list) read a page at a time, or (status, body) of the first answer not 200.
+
+    A bare list (a console from before the API paged its lists) is taken whole."""
+    items, offset = [], 0
+    while True:
+        status, payload = client.request("GET", f"{path}&limit={PAGE}&offset={offset}")
+        if status != 200:
+            return status, payload
+        page = json.loads(payload)
+        if isinstance(page, list):
+            return status, page
+        items += page["results"]
+        if not page.get("next") or not page["results"]:
+            return status, items
+        offset += len(page["results"])
 
 
 STANDIN = (f"client-side stand-in: alerts within {score.STANDIN_GAP} steps of each other, origin weights > activations > "
