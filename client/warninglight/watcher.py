@@ -135,6 +135,13 @@ class Watch:
         self._queue.append((PHASE, step, name, _time()))
         self._sender.enqueued += 1
 
+    def _phase_at(self, name, step, when):
+        """A phase written at `when` (Unix seconds), not now: `warninglight follow` sends a log's phases after the fact."""
+        if self._closed:
+            return
+        self._queue.append((PHASE, step, name, when))
+        self._sender.enqueued += 1
+
     def restart(self, step):
         """The job went back to a checkpoint in this process and logs `step` (the first step after the
         checkpoint) and the steps after it again: a `restart` phase at `step`, from which the console keeps
@@ -150,12 +157,13 @@ class Watch:
         self._queue.append((EVENT, step, component, condition, magnitude, _time(), detail))
         self._sender.enqueued += 1
 
-    def _health_points(self, step, points):
-        """For the health hooks: `points` is an iterable of (metric, component, value) at `step`."""
+    def _health_points(self, step, points, when=None):
+        """For the health hooks (and `warninglight follow`, which gives the time the value was written):
+        `points` is an iterable of (metric, component, value) at `step`."""
         if self._closed:
             return
         try:
-            when = _time()
+            when = _time() if when is None else when
             append = self._queue.append
             n = 0
             for metric, component, value in points:
