@@ -13,7 +13,7 @@ from notifications.channels import EDIT_DENIED, delete_channel, save_channel
 from notifications.forms import ChannelForm
 from notifications.models import Channel, Delivery
 from notifications.redact import redact_detail, url_host
-from notifications.status import ChannelGone, send_test, with_status
+from notifications.status import ChannelGone, send_test, unrefreshed_pushes, with_status
 from opsconsole.permissions import can_edit_rules, can_see_channel_url, channel_projects, rule_admin_projects
 
 LOG_ROWS = 100
@@ -56,7 +56,8 @@ def channel_detail(request, pk):
     changes = channel.changes.select_related("by").order_by("-id")[:20]
     return render(request, "notifications/channel.html", {
         "channel": channel, "log": log, "changes": changes, "can_edit": can_edit_rules(request.user, channel.project),
-        "shown_url": channel.url if full_url else url_host(channel.url), "full_url": full_url})
+        "shown_url": channel.url if full_url else url_host(channel.url), "full_url": full_url,
+        "unrefreshed": unrefreshed_pushes(channel)})
 
 
 def _form_page(request, form, channel):

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from notifications import routing, senders
 from notifications.message import IncidentMessage
-from notifications.models import Channel, Delivery, DeliveryStatus, Notification, NotificationState
+from notifications.models import Channel, ChannelKind, Delivery, DeliveryStatus, Notification, NotificationState
+from opsconsole.beat import periodic_work
 
 
 def with_status(channels) -> list[Channel]:
@@ -30,6 +31,24 @@ def with_status(channels) -> list[Channel]:
         channel.status = {"last_delivery": tries.get(last_of.get(channel.pk)),
                           **counts.get(channel.pk, {"failed": 0, "retrying": 0})}
     return channels
+
+
+def unrefreshed_pushes(channel: Channel) -> str:
+    """Why an Alertmanager channel's pushes go stale, when they do ("" when they are refreshed).
+
+    A push's endsAt lies NOTIFY_ALERTMANAGER_REFRESH_SECONDS × 3 ahead (senders/alertmanager.py); only the periodic
+    notification sweep pushes a still-firing incident again before then. Without it the page says so rather than
+    let the team's Alertmanager resolve incidents that still fire.
+    """
+    if channel.kind != ChannelKind.ALERTMANAGER:
+        return ""
+    work = periodic_work()
+    if work.runs:
+        return ""
+    lifetime = 3 * settings.NOTIFY_ALERTMANAGER_REFRESH_SECONDS
+    after = f"{lifetime // 60} minute{'s' if lifetime >= 120 else ''}" if lifetime % 60 == 0 else f"{lifetime} seconds"
+    return (f"This console does not refresh its pushes: an incident still firing resolves in Alertmanager {after} "
+            f"after it was pushed. Why: {work.reason}.")
 
 
 def failed_notifications(project, since=None, until=None) -> list[dict]:

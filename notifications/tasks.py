@@ -40,6 +40,7 @@ from ingest.models import Project
 from notifications import routing, senders
 from notifications.message import DeliveryOutcome, NotifyEvent
 from notifications.models import Channel, ChannelKind, Delivery, DeliveryStatus, Notification, NotificationState
+from opsconsole.beat import note_sweep
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +254,7 @@ def sweep_now(now=None) -> dict:
         elif not BROKER.call(partial(refresh.apply_async, (pk,), retry=False, **limits()), errors=BROKER_ERRORS, fallback=False):
             break
         refreshing += 1
+    note_sweep()
     return {"reclaimed": reclaimed, "queued": queued, "refreshed": refreshing}
 
 

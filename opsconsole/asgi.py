@@ -11,9 +11,18 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from opsconsole.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
+from opsconsole.beat import lifespan  # noqa: E402
+
+router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+
+async def application(scope, receive, send):
+    # The server's start and stop (uvicorn's lifespan): the embedded console's beat starts and stops with it.
+    if scope["type"] == "lifespan":
+        return await lifespan(scope, receive, send)
+    return await router(scope, receive, send)

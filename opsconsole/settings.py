@@ -278,6 +278,10 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# Without Redis there is no beat process: the serving process runs the schedule above itself (opsconsole/beat.py,
+# started by the ASGI lifespan). Off (0): nothing periodic runs, and Alertmanager channels say so on their page.
+EMBEDDED_BEAT = env_bool("EMBEDDED_BEAT", True)
+
 # Mail (the weekly rule reports): printed to the console unless the environment names an SMTP server.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 def _module_exists(name):
