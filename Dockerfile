@@ -15,4 +15,4 @@ RUN pip install --no-cache-dir .
 COPY . .
 RUN SECRET_KEY=build ALLOWED_HOSTS=build python manage.py collectstatic --noinput -v 0
 EXPOSE 8000
-CMD ["uvicorn", "opsconsole.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", "--timeout-graceful-shutdown", "10"]
+CMD ["uvicorn", "opsconsole.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", "--timeout-graceful-shutdown", "10", "--no-access-log"]

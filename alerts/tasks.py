@@ -16,6 +16,7 @@ from alerts.triage import sweep_mutes
 from ingest.models import BatchReceipt, Run, RunStatus
 from opsconsole.breaker import Breaker
 from opsconsole.db import once_more_if_connection_lost
+from opsconsole import metrics
 from opsconsole.live import collected, publish_status
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,17 @@ def _evaluate_oldest(run_pk):
         receipt = _unevaluated(run_pk).order_by("pk").first()  # pk order is arrival: ingest stores a run's batches one at a time
         if receipt is None:
             return None
+        started = time.perf_counter()
         with collected():  # its live frames go out after commit, one message per batch
             engine.evaluate(receipt)
         BatchReceipt.objects.filter(pk=receipt.pk).update(evaluated_at=timezone.now())
+        elapsed = time.perf_counter() - started
+    metrics.observe("evaluation_seconds", elapsed, project=_project_of(run_pk) if metrics.with_projects() else None)
     return receipt.pk
+
+
+def _project_of(run_pk):
+    return Run.objects.filter(pk=run_pk).values_list("project__slug", flat=True).first()
 
 
 def _try_lock_run(run_pk: int) -> bool:

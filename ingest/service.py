@@ -16,6 +16,7 @@ from ingest.models import CATCH_ALL_SUFFIX
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
 from ingest.signals import announce_batch_stored, requested_actions
 from ingest.storage import BlockWriter, array_literal, db_float, execute_together, stored_steps
+from opsconsole import metrics
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,11 @@ class IngestResult:
 
 def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
     result = _store_batch(project, batch, now or timezone.now())
+    if result.duplicate:
+        metrics.count("ingest_batches", result="duplicate", project=project)
+    else:
+        metrics.count("ingest_batches", result="stored", project=project)
+        metrics.count_many({"ingest_points": result.points, "ingest_events": result.events}, project=project)
     result.actions = requested_actions(project, result.run_pk)
     return result
 

@@ -40,6 +40,7 @@ from ingest.models import Project
 from notifications import routing, senders
 from notifications.message import DeliveryOutcome, NotifyEvent
 from notifications.models import Channel, ChannelKind, Delivery, DeliveryStatus, Notification, NotificationState
+from opsconsole import metrics
 from opsconsole.beat import note_sweep
 
 log = logging.getLogger(__name__)
@@ -196,6 +197,7 @@ def deliver_now(notification_id) -> bool:
         Notification.objects.filter(pk=notification.pk, state=NotificationState.SENDING, tries=notification.tries).update(
             state=state, claimed_at=None, sent_at=done if outcome.ok else None,
             next_try_at=done + timedelta(seconds=retry_in) if retry_in is not None else None)
+    _counted(notification.channel, status)
     if retry_in is not None:
         queue_delivery(notification.pk, countdown=retry_in)
     elif outcome.ok and notification.event == NotifyEvent.OPENED:
@@ -221,7 +223,13 @@ def refresh_now(notification_id) -> bool:
                             at=timezone.now(), duration_ms=duration, status_code=outcome.status_code,
                             status=DeliveryStatus.OK if outcome.ok else DeliveryStatus.FAILED,
                             detail=senders.short("refresh" + (f": {outcome.detail}" if outcome.detail else "")))
+    _counted(notification.channel, DeliveryStatus.OK if outcome.ok else DeliveryStatus.FAILED)
     return outcome.ok
+
+
+def _counted(channel, status):
+    metrics.count("notification_deliveries", status=str(status), kind=str(channel.kind),
+                  project=channel.project if metrics.with_projects() else None)
 
 
 def _firing_pushes(pushed_before):

@@ -54,8 +54,10 @@ def main(argv=None):
                 with open(args.ready, "w") as fh:
                     fh.write(f"{os.getpid()}\n")
 
+    # uvicorn's access log is off: the console writes its own (opsconsole/access_log.py), query secrets redacted.
     # A websocket consumer stuck in channels_redis' receive after its socket closed must not hold a shutdown forever.
-    Server(uvicorn.Config("opsconsole.asgi:application", log_level="warning", timeout_graceful_shutdown=10)).run(sockets=[sock])
+    Server(uvicorn.Config("opsconsole.asgi:application", log_level="warning", access_log=False,
+                          timeout_graceful_shutdown=10)).run(sockets=[sock])
 
 
 if __name__ == "__main__":

@@ -58,6 +58,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz, /readyz and /metrics, answered before the host check (probes ask by the pod's address).
+    "opsconsole.probes.ProbesMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # NUL in the URL, oversized bodies and Content-Encoding, before anything reads them.
     "opsconsole.request_guard.request_guard",
@@ -407,3 +409,20 @@ if REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "warninglight"}}
+
+# --- The console's own health (issue 24): /metrics, /healthz, /readyz, the access log ------------------------
+# /metrics (opsconsole/probes.py) is open unless METRICS_TOKEN is set; then it needs `Authorization: Bearer <it>`.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "") or None
+if METRICS_TOKEN is not None and (len(METRICS_TOKEN) < 16 or METRICS_TOKEN != METRICS_TOKEN.strip() or " " in METRICS_TOKEN):
+    raise ImproperlyConfigured("METRICS_TOKEN must be at least 16 characters without spaces (e.g. the output of "
+                               "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`), or unset")
+# Counts only, by default: on, the ingest, evaluation, delivery and backlog series get a `project` label (the slug).
+METRICS_LABELS_WITH_PROJECTS = env_bool("METRICS_LABELS_WITH_PROJECTS", False)
+# How long /readyz waits for the database and for the broker, each.
+READY_TIMEOUT_SECONDS = env_int("READY_TIMEOUT_SECONDS", 2, minimum=1)
+# One line per request on the `opsconsole.access` logger (opsconsole/access_log.py); the probes' and Prometheus'
+# own requests only with ACCESS_LOG_PROBES.
+ACCESS_LOG = env_bool("ACCESS_LOG", True)
+ACCESS_LOG_PROBES = env_bool("ACCESS_LOG_PROBES", False)
+# Its own level: a LOG_LEVEL=WARNING for the rest must not silence the access log that ACCESS_LOG asks for.
+LOGGING["loggers"]["opsconsole.access"] = {"level": "INFO"}

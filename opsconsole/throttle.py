@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
+from opsconsole import metrics
 from opsconsole.breaker import Breaker
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class Throttle:
                 waits.append(math.ceil(since + self.window - now))
         if waits:
             log.warning("%s throttled for %d s", self.scope, max(waits))
+            metrics.count("throttled_requests", scope=self.scope)
         return max(waits, default=0)
 
     def failed(self, keys: list[str]) -> None:
