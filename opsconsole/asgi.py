@@ -33,6 +33,7 @@ router = ProtocolTypeRouter(
 get_resolver().url_patterns  # noqa: B018
 gc.freeze()
 
+
 async def application(scope, receive, send):
     # The server's start and stop (uvicorn's lifespan): the embedded console's beat starts and stops with it.
     if scope["type"] == "lifespan":
