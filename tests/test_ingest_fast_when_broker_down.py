@@ -117,9 +117,11 @@ def test_once_redis_is_back_the_sweep_queues_the_batches_and_a_worker_evaluates_
             time.sleep(0.1)
     assert not BatchReceipt.objects.filter(evaluated_at__isnull=True).exists()
     assert Run.objects.get(run_id="outage").last_step == 5
+    assert broker_down["publish"] >= 7  # the sweep's 6 (a worker past its drain deadline may queue a run's rest)
     # The sweep's success told this process's breaker too: ingest queues again at once.
+    before = broker_down["publish"]
     assert sender.post(batch("outage", 6)).status_code == 202
-    assert broker_down["publish"] == 8
+    assert broker_down["publish"] == before + 1
 
 
 @pytest.mark.django_db
