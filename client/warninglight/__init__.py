@@ -16,7 +16,8 @@ from .wire import CONDITIONS, PHASES
 __version__ = "0.1.0"
 __all__ = ["watch", "Watch", "CONDITIONS", "PHASES", "git_code_rev", "__version__"]
 
-try:  # help(warninglight.watch) shows every option
-    watch.__signature__ = _inspect.signature(Watch)
+try:  # help(warninglight.watch) shows every option (Watch.__new__ only picks the rank's kind of watch)
+    _init = _inspect.signature(Watch.__init__)
+    Watch.__signature__ = watch.__signature__ = _init.replace(parameters=list(_init.parameters.values())[1:])
 except (TypeError, ValueError):  # pragma: no cover
     pass

@@ -155,7 +155,8 @@ class RunFollower:
 
             f = self.follower
             self.wl = Watch(self.run_id, f.url, f.token, code_rev=False, spool_dir=f.spool_dir,
-                            flush_seconds=f.flush_seconds, **f.watch_options)
+                            flush_seconds=f.flush_seconds, rank=0, world_size=1,
+                            per_rank=False, **f.watch_options)  # one reader of the logs, whatever RANK says
         return self.wl
 
     def regular_phase(self, step):

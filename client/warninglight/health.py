@@ -878,7 +878,7 @@ class Health:
         if metrics:
             raw = metrics.get("loss")
             try:
-                loss = float(raw) if raw is not None else None
+                loss = float(raw.detach() if hasattr(raw, "detach") else raw) if raw is not None else None
             except Exception:
                 loss = None
         forward_clean = math.isfinite(loss) if loss is not None else not nonfinite

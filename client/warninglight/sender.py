@@ -41,7 +41,7 @@ from .steps import SentSteps
 
 log = logging.getLogger("warninglight")
 
-POINT, PHASE, EVENT = 0, 1, 2
+POINT, PHASE, EVENT, RESET = 0, 1, 2, 3  # RESET: a restart on a rank that sends no phases
 RETRYABLE_STATUS = {408, 429}
 PROBE_MAX_SECONDS = 60.0
 BACKOFF_MAX_SECONDS = 30.0
@@ -150,7 +150,7 @@ class Sender:
     """The queue and the daemon thread that empties it."""
 
     def __init__(self, run: dict, *, url, token, spool_dir, batch_points, flush_seconds, max_queue, timeout,
-                 retries=5, backoff=0.5, probe_seconds=5.0):
+                 retries=5, backoff=0.5, probe_seconds=5.0, spool_name=None):
         self.run_id = run["id"]
         self.full_run_line = wire.run_line(run)
         self.bare_run_line = wire.run_line({"id": self.run_id})
@@ -175,7 +175,7 @@ class Sender:
 
         directory = Path(spool_dir) if spool_dir else Path("warninglight-spool")
         directory = directory.resolve()
-        base = self.run_id.replace("/", "_")
+        base = spool_name or self.run_id.replace("/", "_")
         self.spool = SpoolFile(directory, base, ".ndjson", self.full_run_line)
         self.rejected_spool = SpoolFile(directory, base, ".rejected.ndjson", self.full_run_line)
 
@@ -304,6 +304,10 @@ class Sender:
                         items += 1
                         self._repeated(step, item[2], item[3], same_value=repeat)
                         continue
+                elif kind == RESET:
+                    self.sent_steps.restart()
+                    items += 1
+                    continue
                 elif kind == PHASE:
                     line = encoder.phase(item[1], item[2], item[3])
                     if item[2] == "restart":  # declared by the job: the steps from here on are a new attempt

@@ -16,8 +16,8 @@ import re
 import subprocess
 import time
 
-from . import wire
-from .sender import EVENT, PHASE, POINT, Sender
+from . import ranks, wire
+from .sender import EVENT, PHASE, POINT, RESET, Sender
 
 log = logging.getLogger("warninglight")
 
@@ -37,14 +37,31 @@ def git_code_rev(cwd=None, timeout=2.0):
 
 
 class Watch:
-    """One training run's connection to the console. Made by `warninglight.watch(...)`."""
+    """One training run's connection to the console. Made by `warninglight.watch(...)`.
+
+    In a multi-process job (warninglight/ranks.py) a rank other than 0 gets a `ranks.Quiet` watch instead,
+    unless per-rank signals are on.
+    """
+
+    sending = True  # False on a rank's `ranks.Quiet` watch
+
+    def __new__(cls, run_id=None, *args, rank=None, world_size=None, per_rank=None, **options):
+        rank, world_size, per_rank = ranks.resolve(rank, world_size, per_rank)
+        if rank != 0 and not per_rank:
+            return ranks.Quiet(run_id, rank, world_size)
+        return super().__new__(cls)
 
     def __init__(self, run_id, url=None, token=None, *, model=None, phases=True, optimizer=None, health_every=10,
                  config=None, data_snapshot=None, budget=None, code_rev=None, name=None, tags=None,
                  spool_dir=None, batch_points=10_000, flush_seconds=5.0, max_queue=200_000, timeout=5.0,
-                 retries=5, backoff=0.5, probe_seconds=5.0, flush_timeout=10.0):
+                 retries=5, backoff=0.5, probe_seconds=5.0, flush_timeout=10.0, rank=None, world_size=None,
+                 per_rank=None):
         self._closed = True  # until fully built: close() and __del__ stay harmless
         self._health = None
+        self.rank, self.world_size, self.per_rank = ranks.resolve(rank, world_size, per_rank)
+        # Job-level series (component-less values, phases, the run's identity) come from rank 0 alone.
+        self._job_level = self.rank == 0
+        self._rank_component = ranks.component_of(self.rank) if self.per_rank else None
         url = url if url is not None else os.environ.get("WARNINGLIGHT_URL") or None
         token = token if token is not None else os.environ.get("WARNINGLIGHT_TOKEN") or None
         run_id, changed = wire.sanitize_run_id(run_id)
@@ -55,15 +72,19 @@ class Watch:
             code_rev = git_code_rev()
         elif code_rev is False:
             code_rev = None
-        self.run, problems = wire.run_object(run_id, name=name, code_rev=code_rev, data_snapshot=data_snapshot,
-                                             config=config, budget=budget, tags=tags)
+        if self._job_level:
+            self.run, problems = wire.run_object(run_id, name=name, code_rev=code_rev, data_snapshot=data_snapshot,
+                                                 config=config, budget=budget, tags=tags)
+        else:  # the identity is the job's, sent by rank 0: another rank's differing config would read as a change
+            self.run, problems = {"id": run_id}, []
         for problem in problems:
             log.warning("warninglight: %s", problem)
-        self.phases = bool(phases)
+        self.phases = bool(phases) and self._job_level
         self.flush_timeout = flush_timeout
+        spool_name = run_id.replace("/", "_") + (f".rank{self.rank}" if self.world_size > 1 else "")
         self._sender = Sender(self.run, url=url, token=token, spool_dir=spool_dir, batch_points=batch_points,
                               flush_seconds=flush_seconds, max_queue=max_queue, timeout=timeout,
-                              retries=retries, backoff=backoff, probe_seconds=probe_seconds)
+                              retries=retries, backoff=backoff, probe_seconds=probe_seconds, spool_name=spool_name)
         self._queue = self._sender.queue
         self._last_step = None
         if url is None:
@@ -105,6 +126,9 @@ class Watch:
             except Exception:
                 log.exception("warninglight: the health hooks failed; they are switched off for this run")
                 self._disable_health()
+        if self._rank_component is not None:
+            self._log_per_rank(step, metrics, component, values)
+            return
         try:
             when = _time()
             append = self._queue.append
@@ -125,13 +149,43 @@ class Watch:
         except Exception as exc:
             self._sender.reject("log", f"log() could not queue its points: {exc!r}")
 
+    def _log_per_rank(self, step, metrics, component, values):
+        """log() with per-rank signals on: run-level values under `rank<N>` (and, from rank 0, also as the job's),
+        a component's under `rank<N>/<component>`."""
+        mine = self._rank_component
+        if component is None:
+            components = (None, mine) if self._job_level else (mine,)
+        else:
+            components = (f"{mine}/{component}",)
+        try:
+            when = _time()
+            append = self._queue.append
+            n = 0
+            for given in (metrics or {}, values):
+                for metric, value in given.items():
+                    if type(value) is not float and hasattr(value, "detach"):
+                        value = value.detach()
+                    for target in components:
+                        append((POINT, step, metric, target, value, when))
+                        n += 1
+            self._sender.enqueued += n
+            self._last_step = step
+        except Exception as exc:
+            self._sender.reject("log", f"log() could not queue its points: {exc!r}")
+
     def phase(self, name, step=None):
         """Queue a phase entry ("warmup", "steady", "lr_decay", "eval", "checkpoint", "data_refresh",
-        "restart", "cooldown", or free text) at `step`, by default the last logged step (0 before any)."""
+        "restart", "cooldown", or free text) at `step`, by default the last logged step (0 before any).
+        Phases are the job's: on a rank other than 0 (per-rank signals) they are not sent."""
         if self._closed:
             return
         if step is None:
             step = self._last_step if self._last_step is not None else 0
+        if not self._job_level:
+            if name == "restart":  # this rank's own series may send their steps again from here on
+                self._queue.append((RESET, step))
+                self._sender.enqueued += 1
+            return
         self._queue.append((PHASE, step, name, _time()))
         self._sender.enqueued += 1
 
@@ -154,6 +208,8 @@ class Watch:
             return
         if step is None:
             step = self._last_step if self._last_step is not None else 0
+        if self._rank_component is not None:
+            component = ranks.component_of(self.rank, component)
         self._queue.append((EVENT, step, component, condition, magnitude, _time(), detail))
         self._sender.enqueued += 1
 
@@ -166,7 +222,10 @@ class Watch:
             when = _time() if when is None else when
             append = self._queue.append
             n = 0
+            rank = self.rank if self._rank_component is not None else None
             for metric, component, value in points:
+                if rank is not None:
+                    component = ranks.component_of(rank, component)
                 append((POINT, step, metric, component, value, when))
                 n += 1
             self._sender.enqueued += n
@@ -263,11 +322,15 @@ class Watch:
         return False
 
     def __repr__(self):
-        return f"<warninglight.Watch run={self.run_id!r} closed={self._closed}>"
+        rank = f" rank={self.rank}{' per-rank' if self.per_rank else ''}" if self.world_size > 1 else ""
+        return f"<warninglight.Watch run={self.run_id!r}{rank} closed={self._closed}>"
 
 
 def watch(run_id, url=None, token=None, **options) -> Watch:
     """Watch a training run: `with warninglight.watch(run_id=..., url=..., token=...) as wl: ...`.
+
+    In a multi-process job only global rank 0 sends (`RANK`, else `LOCAL_RANK`, else 0; or `rank=`); the
+    other ranks get a watch whose calls do nothing, unless `per_rank=True` (or `WARNINGLIGHT_PER_RANK=1`).
 
     See the package README for every option.
     """

@@ -1,4 +1,5 @@
 """Helpers for the client tests: the client importable from client/, a fault-injecting HTTP proxy, reading back."""
+import contextlib
 import http.client
 import http.server
 import importlib
@@ -49,9 +50,13 @@ class Proxy:
     Every POST is recorded as (X-Batch-Id, number of NDJSON lines, status or "dropped").
     """
 
-    def __init__(self, target_port):
+    def __init__(self, target_port, serial=False):
         proxy = self
         self.target_port = target_port
+        # serial: one request at a time to the console, as the test database (SQLite in memory, shared cache:
+        # a second writer gets "table is locked" at once, with no busy wait) needs with several clients.
+        self.serial = serial
+        self.one_at_a_time = threading.Lock()
         self.mode = "forward"
         self.drop_responses = 0
         self.unavailable = 0
@@ -81,11 +86,12 @@ class Proxy:
                     self._answer(503, b'{"errors": [{"path": "", "message": "the database is unavailable"}]}', {"Retry-After": "1"})
                     return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")}
-                upstream = http.client.HTTPConnection("127.0.0.1", proxy.target_port, timeout=30)
-                upstream.request("POST", self.path, body=body, headers=headers)
-                response = upstream.getresponse()
-                data = response.read()
-                upstream.close()
+                with proxy.one_at_a_time if proxy.serial else contextlib.nullcontext():
+                    upstream = http.client.HTTPConnection("127.0.0.1", proxy.target_port, timeout=30)
+                    upstream.request("POST", self.path, body=body, headers=headers)
+                    response = upstream.getresponse()
+                    data = response.read()
+                    upstream.close()
                 with proxy.lock:
                     drop = proxy.drop_responses > 0
                     if drop:

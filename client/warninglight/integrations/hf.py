@@ -34,6 +34,11 @@ What it sends:
   step an evaluation ran (`on_evaluate`) and `checkpoint` at the step a checkpoint was saved
   (`on_save`), each followed by the phase in effect before it from the next step on.
 
+Multi-process training (`torchrun`, Accelerate): one sender per job. The callback passes the watch
+`rank=0` on the world's main process (`state.is_world_process_zero`) and `args.process_index` elsewhere,
+so the other ranks' watches do nothing; with `per_rank=True` every rank sends its own loss and health
+as components `rank<N>` and `rank<N>/<component>`, and rank 0 alone the Trainer's logs and the phases.
+
 Given keyword arguments instead of a watch, the callback opens `warninglight.watch(**kwargs)` in
 `on_train_begin` with, unless given: `run_id` = `args.run_name` (else the output folder's
 name), `model=` the trainer's model (per-component health; `model=None` to switch it off),
@@ -147,8 +152,18 @@ class _Logic:
         if "config" not in options:
             options["config"] = {k: getattr(args, k) for k in CONFIG_KEYS
                                  if isinstance(getattr(args, k, None), (int, float, str, bool))}
+        if "rank" not in options:  # one sender per job unless per_rank: rank 0's watch sends, the others' do nothing
+            process = int(getattr(args, "process_index", 0) or 0)
+            options["rank"] = 0 if getattr(state, "is_world_process_zero", True) else max(1, process)
+            options.setdefault("world_size", max(1, int(getattr(args, "world_size", 1) or 1)))
         self.wl = warninglight.watch(**options)
         self._owned = True
+
+    def _quiet(self):
+        return not getattr(self.wl, "sending", True)
+
+    def _job_level(self):
+        return getattr(self.wl, "rank", 0) == 0
 
     def _hook_loss(self, model):
         """Take each training forward pass's `.loss` from the model's output: the Trainer's logged `loss` is an
@@ -199,7 +214,7 @@ class _Logic:
 
     def _drive(self, args, step):
         """Once per optimizer step: the step's loss, through the run-level log that also runs the health hooks."""
-        if self.wl is not None and step != self._last_driven:
+        if self.wl is not None and step != self._last_driven and not self._quiet():
             self._last_driven = step
             loss = self._step_loss(args)
             if loss is None:
@@ -211,6 +226,8 @@ class _Logic:
     def on_train_begin(self, args, state, control, **kwargs):
         if self.wl is None:
             self._open(args, state, kwargs)
+        if self._quiet():
+            return
         self._hook_loss(kwargs.get("model"))
         start = state.global_step or 0
         self._warmup_end = warmup_steps(args, getattr(state, "max_steps", 0))
@@ -237,7 +254,8 @@ class _Logic:
             self._set_phase("steady", step + 1)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.wl is None:
+        # The Trainer's logs are the job's (gathered over the ranks): rank 0 sends them.
+        if self.wl is None or self._quiet() or not self._job_level():
             return
         values = map_logs(logs)
         if self._loss_from_output:

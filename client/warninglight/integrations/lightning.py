@@ -24,6 +24,11 @@ What it sends, at `trainer.global_step` (the number of optimizer steps taken):
   and `checkpoint` from `on_save_checkpoint` at the current step, each followed by the previous
   phase from the next step on.
 
+Multi-process training (`strategy="ddp"`, `devices=N`, several nodes): one sender per job. The callback
+passes the watch `rank=0` on `trainer.is_global_zero` and `trainer.global_rank` elsewhere, so the other
+ranks' watches do nothing; with `per_rank=True` every rank sends its own loss, metrics and health as
+components `rank<N>` and `rank<N>/<component>`, and rank 0 alone the job's series and the phases.
+
 Given keyword arguments instead of a watch, the callback opens `warninglight.watch(**kwargs)` in
 `on_train_start` with, unless given: `run_id` = the logger's `name-version` (else the module's
 class name), `model=` the LightningModule (per-component health; `model=None` switches it off),
@@ -116,6 +121,10 @@ class _Logic:
         max_steps = getattr(trainer, "max_steps", -1)
         if "budget" not in options and isinstance(max_steps, int) and max_steps > 0:
             options["budget"] = {"steps": max_steps}
+        if "rank" not in options:  # one sender per job unless per_rank: rank 0's watch sends, the others' do nothing
+            rank = int(getattr(trainer, "global_rank", 0) or 0)
+            options["rank"] = 0 if getattr(trainer, "is_global_zero", True) else max(1, rank)
+            options.setdefault("world_size", max(1, int(getattr(trainer, "world_size", 1) or 1)))
         self.wl = warninglight.watch(**options)
         self._owned = True
 
@@ -141,7 +150,7 @@ class _Logic:
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step
-        if self.wl is None or step == self._last_step:
+        if self.wl is None or step == self._last_step or not getattr(self.wl, "sending", True):
             return
         self._last_step = step
         # `callback_metrics` is computed anew on every read (a pass over the logged results), so the other
