@@ -51,7 +51,7 @@ def test_the_readme_is_the_short_way_in_and_links_to_each_topic_page():
     text = README.read_text()
     assert len(text.splitlines()) <= 120
     assert [h for h in re.findall(r"^## (.+)$", text, re.M)] == [
-        "Run it", "Test it", "Send a first point", "Where to read on"]
+        "Run it", "Test it", "Send a first point", "Watch it run", "Where to read on"]
     for page in ("api", "alertmanager", "alerting", "reviews", "notifications", "exports", "operations",
                  "benchmarks", "fault-corpus"):
         assert f"](docs/{page}.md)" in text

@@ -122,3 +122,13 @@ def test_the_docs_show_the_rules_this_test_loads():
     docs = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text()
     blocks = re.findall(r"```yaml\n(.*?)```", docs, re.S)
     assert RULES.read_text() in blocks
+
+
+def test_the_readmes_backlog_rule_is_the_rule_file_s():
+    """The README shows EvaluationBacklog in short: its expression and `for` are the file's, which the test above
+    loads into Prometheus, so the front door never shows a rule that was not tried."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    rule = yaml.safe_load(RULES.read_text())["groups"][0]["rules"][0]
+    assert rule["alert"] == "EvaluationBacklog"
+    assert f"expr: {rule['expr']}" in readme
+    assert f"for: {rule['for']}" in readme
