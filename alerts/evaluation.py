@@ -30,7 +30,7 @@ from alerts.silence import SILENT
 from alerts.triage import apply_mutes
 from alerts.models import Alert, AlertChange, AlertState, BandSample, ChangeKind, Rule, RuleKind, RuleProgress
 from ingest.models import ROLLUP_WIDTH, Attempt, Block, Event, EventSource, Run, Series
-from ingest.phases import RECONFIGURED, PhaseIndex
+from ingest.phases import RECONFIGURED, PhaseIndex, kind_in
 from ingest.storage import db_float, read_points, read_points_of_many, unpack
 
 # Threshold and band rules stay quiet in these phases unless their scope names phases itself.
@@ -96,10 +96,12 @@ def series_selected(rule, metric, component, layer) -> bool:
 def _phase_allowed(rule, kinds):
     phases = rule.scope.get("phases")
     # Set look-ups, not np.isin: on an array of strings that sorts them, for every series and rule.
+    # A step where several phases hold (an eval and a checkpoint at one step) is judged by a rule scoped to any
+    # of them, and skipped by default if any of them is skipped there.
     if phases:
         wanted = set(phases)
-        return np.fromiter((k in wanted for k in kinds.tolist()), dtype=bool, count=len(kinds))
-    return np.fromiter((k not in DEFAULT_SKIPPED_PHASES for k in kinds.tolist()), dtype=bool, count=len(kinds))
+        return np.fromiter((kind_in(k, wanted) for k in kinds.tolist()), dtype=bool, count=len(kinds))
+    return np.fromiter((not kind_in(k, DEFAULT_SKIPPED_PHASES) for k in kinds.tolist()), dtype=bool, count=len(kinds))
 
 
 class Flags:
@@ -1032,7 +1034,7 @@ class _Evaluator:
     def fire_or_extend(self, rule, component, metric, condition, first_step, step, magnitude, unit):
         alert = self.open_alerts.get((rule.pk, component))
         if alert is None:
-            phase = self.phases.at(first_step)
+            phase = self.phases.at(first_step, prefer=rule.scope.get("phases"))
             alert = self.create_alert(
                 rule=rule, run=self.run, component=component, metric=metric, condition=condition,
                 first_step=first_step, last_step=step, fired_step=step, magnitude=magnitude, magnitude_unit=unit,
@@ -1049,7 +1051,7 @@ class _Evaluator:
             # metric by metric): the alert begins where the earliest of them began, whatever the batching.
             updates["first_step"] = alert.first_step = first_step
             updates["metric"] = alert.metric = metric
-            phase = self.phases.at(first_step)
+            phase = self.phases.at(first_step, prefer=rule.scope.get("phases"))
             updates["phase"] = alert.phase = phase.phase if phase else ""
         if magnitude is not None and (alert.magnitude is None or magnitude > alert.magnitude):
             updates["magnitude"] = alert.magnitude = magnitude

@@ -1,5 +1,9 @@
 """Which phase is in effect at which step (contract: a phase holds until the next entry;
-ties at one step go to the later time, then to the later arrival)."""
+ties at one step go to the later time, then to the later arrival).
+
+Every phase declared at a step holds at that step, though: an eval and a checkpoint at the same step (the
+Trainer's default when eval_steps == save_steps) both happened there, so the tie's loser is kept as a span of
+that one step and only the winner carries on to the next entry."""
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,16 +20,35 @@ class PhaseSpan:
 
 
 def phase_spans(run) -> list[PhaseSpan]:
-    winners = {}
+    """In step order; at a step with several phases, the ones that hold only there first, the winner last."""
+    at_step = {}
     for step, phase, kind in Phase.objects.filter(run=run).order_by("step", "time", "id").values_list("step", "phase", "kind"):
-        winners[step] = (phase, kind)  # later (time, arrival) overwrites earlier at the same step
-    steps = sorted(winners)
+        entries = at_step.setdefault(step, {})
+        entries.pop(phase, None)  # the same phase sent twice at a step is one span, placed by its later entry
+        entries[phase] = kind
+    steps = sorted(at_step)
     spans = []
     for i, step in enumerate(steps):
-        phase, kind = winners[step]
+        *losers, (phase, kind) = at_step[step].items()
+        spans.extend(PhaseSpan(step, step, p, k) for p, k in losers)
         end = steps[i + 1] - 1 if i + 1 < len(steps) else None
         spans.append(PhaseSpan(step, end, phase, kind))
     return spans
+
+
+class Kinds(frozenset):
+    """The phase kinds of a step where more than one phase holds: a rule scoped to any of them judges the step,
+    and one that skips any of them skips it (a checkpoint's pause stays skipped whatever else ran there)."""
+
+    @property
+    def baseline(self) -> str:
+        # Such steps form a baseline of their own: an eval step that also saved a checkpoint is neither.
+        return "+".join(sorted(self))
+
+
+def kind_in(kind, kinds) -> bool:
+    """Whether a step's kind (a word, or Kinds where phases overlap) is, or includes, one of `kinds`."""
+    return not kinds.isdisjoint(kind) if isinstance(kind, Kinds) else kind in kinds
 
 
 # After these the run's own history no longer describes it (new data, a new config); baselines start again.
@@ -56,23 +79,38 @@ class PhaseIndex:
         self.implicit_warmup_end = -1
         if budget and not any(s.kind == "warmup" for s in self.spans):
             self.implicit_warmup_end = int(np.ceil(IMPLICIT_WARMUP_SHARE * budget))
-        self.starts = np.array([s.start for s in self.spans], dtype=np.int64)
+        # Winners only (the last span at each start): a step's span is the one that carries on from it.
+        winners = [s for i, s in enumerate(self.spans) if i + 1 == len(self.spans) or self.spans[i + 1].start != s.start]
+        self.winners = winners
+        self.starts = np.array([s.start for s in winners], dtype=np.int64)
+        at_start = {}
+        for span in self.spans:
+            at_start.setdefault(span.start, []).append(span)
+        self.overlaps = {step: Kinds(s.kind for s in spans) for step, spans in at_start.items() if len({s.kind for s in spans}) > 1}
+        self.at_start = at_start
         baseline, reset = [], []
         last_kind, last_reset = "steady", -1
-        for span in self.spans:
+        for span in winners:
             if span.kind != "restart":
                 last_kind = span.kind
-            if span.kind in RESET_PHASES:
+            if any(s.kind in RESET_PHASES for s in at_start[span.start]):
                 last_reset = span.start
             # A restart continues whatever ran before it: judge it against that history.
             baseline.append(last_kind)
             reset.append(last_reset)
         self.baseline = np.array(baseline or ["steady"], dtype=object)
         self.reset = np.array(reset or [-1], dtype=np.int64)
+        self.overlap_steps = np.array(sorted(self.overlaps), dtype=np.int64)
 
-    def at(self, step):
+    def at(self, step, prefer=None):
+        """The phase in effect at `step`; where several hold there, one of `prefer` (a rule's scoped phases) first."""
         index = int(np.searchsorted(self.starts, step, side="right")) - 1
-        return self.spans[index] if index >= 0 else None
+        if index < 0:
+            return None
+        span = self.winners[index]
+        if prefer and span.start == step and span.kind not in prefer:
+            return next((s for s in self.at_start[step] if s.kind in prefer), span)
+        return span
 
     def of(self, steps):
         """Per step: phase kind, baseline kind, span start, latest reset start (-1 = none)."""
@@ -81,7 +119,7 @@ class PhaseIndex:
             index = np.searchsorted(self.starts, steps, side="right") - 1
             before = index < 0
             safe = np.maximum(index, 0)
-            kinds = np.array([s.kind for s in self.spans], dtype=object)[safe]
+            kinds = np.array([s.kind for s in self.winners], dtype=object)[safe]
             kinds[before] = "steady"
             baseline = self.baseline[safe]
             baseline[before] = "steady"
@@ -90,6 +128,13 @@ class PhaseIndex:
         else:
             kinds, baseline = np.full(n, "steady", dtype=object), np.full(n, "steady", dtype=object)
             span_start = reset = np.full(n, -1, dtype=np.int64)
+        if len(self.overlap_steps):
+            overlapped = np.flatnonzero(np.isin(steps, self.overlap_steps))
+            for i in overlapped.tolist():
+                both = self.overlaps[int(steps[i])]
+                kinds[i] = both
+                if "restart" not in both:
+                    baseline[i] = both.baseline
         if self.implicit_warmup_end > 0:
             warming = steps < self.implicit_warmup_end
             kinds[warming] = baseline[warming] = "warmup"

@@ -119,7 +119,7 @@ class RunDetailSerializer(RunSummarySerializer):
         ]
 
     def get_phase_spans(self, run) -> list[dict]:
-        """The phase in effect over each stretch of steps, ties resolved as the contract says."""
+        """The phase in effect over each stretch of steps, ties resolved as the contract says; a phase that lost a tie at its step is kept as a span of that one step (both held there)."""
         return [{"start": s.start, "end": s.end, "phase": s.phase, "kind": s.kind} for s in phase_spans(run)]
 
     def get_series(self, run) -> list[dict]:

@@ -17,13 +17,18 @@ from opsconsole.db import database_unavailable, database_unavailable_response
 
 
 def error_paths(detail, path=""):
-    """A DRF error detail as {"path", "message"} items, nested keys dotted (the API's error format; commands print them too)."""
+    """A DRF error detail as {"path", "message"} items, nested keys dotted and list items indexed as the contract's
+    errors are (`links.runs[0]`, `evidence[1].href`; the API's error format; commands print them too)."""
     if isinstance(detail, dict):
         for key, value in detail.items():
-            yield from error_paths(value, f"{path}.{key}" if path else str(key))
+            if isinstance(key, int):  # a ListField's item
+                yield from error_paths(value, f"{path}[{key}]")
+            else:
+                yield from error_paths(value, f"{path}.{key}" if path else str(key))
     elif isinstance(detail, list):
-        for item in detail:
-            yield from error_paths(item, path)
+        for index, item in enumerate(detail):
+            # A nested serializer with many=True: one dict per item, empty for the items that were fine.
+            yield from error_paths(item, f"{path}[{index}]" if isinstance(item, dict) else path)
     else:
         yield {"path": path, "message": str(detail)}
 
@@ -66,18 +71,31 @@ class JsonTypesMixin:
         request = self.context.get("request")
         content_type = getattr(request, "content_type", "") or ""
         if isinstance(data, dict) and content_type.split(";")[0].strip().lower() == "application/json":
-            errors = {}
-            for name, field in self.fields.items():
-                value = data.get(name)
-                if field.read_only or value is None:
-                    continue
-                for kind, types, words in _JSON_TYPES:
-                    if isinstance(field, kind) and type(value) not in types:
-                        errors[name] = [f"must be {words}, got {type(value).__name__}"]
-                        break
+            errors = _json_type_errors(self, data)
             if errors:
                 raise exceptions.ValidationError(errors)
         return super().to_internal_value(data)
+
+
+def _json_type_errors(field, value):
+    """The values of the wrong JSON type under `field`, nested serializers and list items included (a run id
+    given as 123 inside `links.runs` is refused as at the top, not stored as "123"); None when there are none."""
+    if value is None or getattr(field, "read_only", False):
+        return None
+    if isinstance(field, (serializers.ListSerializer, serializers.ListField)):
+        if not isinstance(value, list):
+            return None  # the field's own validation names the wrong container
+        found = {i: e for i, item in enumerate(value) if (e := _json_type_errors(field.child, item))}
+        return found or None
+    if isinstance(field, serializers.Serializer):
+        if not isinstance(value, dict):
+            return None
+        found = {name: e for name, child in field.fields.items() if (e := _json_type_errors(child, value.get(name)))}
+        return found or None
+    for kind, types, words in _JSON_TYPES:
+        if isinstance(field, kind) and type(value) not in types:
+            return [f"must be {words}, got {type(value).__name__}"]
+    return None
 
 
 class OwnFormatParameter:

@@ -8,7 +8,10 @@
   view to list the statuses it answers.
 - `add_common_responses`, a postprocessing hook: the statuses the request guard
   (`opsconsole/request_guard.py`) and authentication answer on every operation
-  (400 for a NUL in the URL, 401, 413, 415), so no operation omits them.
+  (400 for a NUL in the URL, 401, 413, 415), so no operation omits them; the
+  constraints the serializers cannot state (no NUL in a free query string, a
+  non-empty project, a schedule's every_steps or every_hours, required bodies)
+  and the state refusals each operation may answer with its 400.
 - The Alertmanager webhook's payload and the rules API's statuses, documented
   here (view extensions) rather than in those modules.
 
@@ -87,15 +90,53 @@ COMMON = (400, 401, 413, 415, 429, 503)
 
 # Operations that take nothing without a body (others answer an empty body by its fields).
 BODY_REQUIRED = {"ingest", "alertmanager", "rules_create", "rules_update", "alerts_mute", "alerts_verdict",
-                 "incidents_mute", "incidents_verdict", "mutes_comment", "mutes_extend", "channels_create"}
+                 "incidents_mute", "incidents_verdict", "mutes_comment", "mutes_extend", "channels_create",
+                 "rules_backtest"}
+
+# The request guard refuses a NUL anywhere in the URL (PostgreSQL cannot store it); a query parameter whose
+# schema has no pattern of its own says so with this one (the patterns of the others exclude it already).
+NO_NUL = "^[^\u0000]*$"
+
+# Operations the state of a resource can refuse, with a 400 naming the field (not 409: the caller fixes the
+# request it sent, e.g. another alert or a later step, and every other refusal of these bodies is a 400 too).
+STATE_REFUSALS = {
+    "alerts_acknowledge": "a resolved alert", "alerts_mute": "a resolved alert",
+    "alerts_new_normal": "an alert that is not an open alert of a band rule",
+    "incidents_acknowledge": "a resolved incident", "incidents_mute": "a resolved incident",
+    "mutes_end": "a mute that is no longer active", "mutes_extend": "a mute that is no longer active, or past the "
+    "project's limit unless a rule admin extends it",
+    "reviews_check_step": "a decided review", "reviews_compare": "a decided review, or the review's own run",
+    "reviews_decide": "a review decided already", "decisions_create": "a correction of an entry that does not exist",
+}
+
+
+def _constrain_bodies(schemas):
+    """What the serializers cannot say of their request bodies: a project slug is never empty, and a schedule
+    names every_steps, every_hours or both (null for both removes it; a body naming neither is refused)."""
+    for name, schema in schemas.items():
+        project = schema.get("properties", {}).get("project")
+        if project and not schema.get("readOnly") and project.get("pattern") == "^[-a-zA-Z0-9_]+$":
+            project.setdefault("minLength", 1)
+    if "Schedule" in schemas:
+        schemas["Schedule"]["anyOf"] = [{"required": ["every_steps"]}, {"required": ["every_hours"]}]
 
 
 def add_common_responses(result, generator, request, public):
     error_body = {"$ref": "#/components/schemas/ErrorBody"}
+    _constrain_bodies(result.get("components", {}).get("schemas", {}))
     for path_item in result.get("paths", {}).values():
         for operation in path_item.values():
             if operation.get("operationId") in BODY_REQUIRED:
                 operation["requestBody"]["required"] = True
+            for parameter in operation.get("parameters", []):
+                free = parameter["schema"]
+                if parameter["in"] == "query" and free.get("type") == "string" and not ({"pattern", "enum", "format"} & set(free)):
+                    free["pattern"] = NO_NUL
+            refused_by = STATE_REFUSALS.get(operation.get("operationId"))
+            if refused_by:
+                refused = operation.setdefault("responses", {}).setdefault("400", {
+                    "description": DESCRIPTIONS[400], "content": {"application/json": {"schema": error_body}}})
+                refused["description"] += f" Also refused, naming the field, on {refused_by}."
             responses = operation.setdefault("responses", {})
             for status in COMMON:
                 responses.setdefault(str(status), {
@@ -129,7 +170,7 @@ RULE_REQUEST = {
     "description": "Governance fields are required on every path. Beyond this schema: `stop` and `rewind` only on "
                    "nonfinite and absence rules, names unique in a project, each kind's params, and the rule admin role.",
     "properties": {
-        "project": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$", "maxLength": 64},
+        "project": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$", "minLength": 1, "maxLength": 64},
         "name": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$", "maxLength": 100},
         "kind": {"type": "string", "enum": ["nonfinite", "threshold", "band", "absence", "event", "divergence"]},
         "description": {"type": "string"},

@@ -84,8 +84,9 @@ DECIDED_BY_STATE = ("rules_create", "rules_update", "rules_partial_update", "ale
                     # run ids of the rule's project, at most 200 runs matching.
                     "rules_backtest",
                     # reviews: decided once, compared with another run than its own, a next review after the run's
-                    # newest step, a correction of an entry that exists, a schedule with steps or hours.
-                    "reviews_check_step", "reviews_compare", "reviews_decide", "decisions_create", "review_schedules_set",
+                    # newest step, a correction of an entry that exists (a schedule's steps or hours, a non-empty
+                    # project, a backtest's body and NUL in query strings are in the schema itself).
+                    "reviews_check_step", "reviews_compare", "reviews_decide", "decisions_create",
                     # channels: unique names per project, each kind's URL and config (notifications/channels.py).
                     "channels_create", "channels_partial_update")
 STATE_400 = {"checks": {"positive_data_acceptance": {"expected-statuses": [*POSITIVE_STATUSES, "400"]}}}

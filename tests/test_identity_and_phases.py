@@ -1,4 +1,5 @@
-"""Identity changes are kept with their step; phases hold until the next entry, ties resolved as the contract says."""
+"""Identity changes are kept with their step; phases hold until the next entry, ties resolved as the contract says
+(the later entry carries on; the other holds at its own step only, tests/test_phases_at_one_step.py)."""
 import pytest
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +21,7 @@ def test_changed_code_rev_and_config_are_recorded_with_the_step_they_arrived_at(
     assert changes == [("code_rev", "aaa111", "bbb222", 10), ("config", {"lr": 0.1}, {"lr": 0.05}, 10)]
 
 
-def test_phase_spans_follow_entries_and_later_time_wins_a_tie(sender):
+def test_phase_spans_follow_entries_and_later_time_carries_on_from_a_tie(sender):
     post(
         sender,
         {"id": "ph"},
@@ -35,6 +36,7 @@ def test_phase_spans_follow_entries_and_later_time_wins_a_tie(sender):
     spans = sender.get("/api/v1/runs/ph/").json()["phase_spans"]
     assert spans == [
         {"start": 0, "end": 99, "phase": "warmup", "kind": "warmup"},
+        {"start": 100, "end": 100, "phase": "checkpoint", "kind": "checkpoint"},  # earlier time: that step only
         {"start": 100, "end": 119, "phase": "eval", "kind": "eval"},
         {"start": 120, "end": None, "phase": "my-custom-phase", "kind": "steady"},  # free text counts as steady
     ]
@@ -43,4 +45,4 @@ def test_phase_spans_follow_entries_and_later_time_wins_a_tie(sender):
 def test_same_step_same_time_goes_to_the_later_position(sender):
     post(sender, {"id": "ph2"}, phases=[{"step": 5, "phase": "eval", "time": 1.0}, {"step": 5, "phase": "steady", "time": 1.0}])
     spans = sender.get("/api/v1/runs/ph2/").json()["phase_spans"]
-    assert [(s["start"], s["phase"]) for s in spans] == [(5, "steady")]
+    assert [(s["start"], s["end"], s["phase"]) for s in spans] == [(5, 5, "eval"), (5, None, "steady")]

@@ -5,6 +5,8 @@ and Alertmanager included), its request bodies (the JSON batch and NDJSON for in
 statuses it answers in the API's error body, and the constraints of its parameters. That the API
 keeps to all of it is what tests/test_api_fuzzing.py checks, with Schemathesis.
 """
+import re
+
 import pytest
 from drf_spectacular.drainage import GENERATOR_STATS
 
@@ -97,3 +99,31 @@ def test_parameters_carry_their_constraints(schema):
     series = params("/api/v1/runs/{run_id}/series/")
     assert (series["buckets"]["minimum"], series["buckets"]["maximum"]) == (1, 5000)
     assert params("/api/v1/runs/{run_id}/events/")["condition"]["enum"][0] == "dead"
+
+
+def test_the_schema_states_the_rules_the_server_enforces_on_its_own(schema):
+    """What Schemathesis found the server refusing while the schema allowed it (issue 24)."""
+    for label, operation in operations(schema):
+        for parameter in operation.get("parameters", []):
+            free = parameter["schema"]
+            if parameter["in"] == "query" and free.get("type") == "string" and not {"enum", "format"} & set(free):
+                # Every free query string excludes NUL by its pattern (the request guard refuses it anywhere in the URL).
+                assert re.search(free["pattern"], "abc\x00") is None, (label, parameter["name"])
+    search = schema["paths"]["/api/v1/runs/"]["get"]["parameters"][0]["schema"]["pattern"]
+    assert re.search(search, "any words") and not re.search(search, "any\x00words")
+    schemas = schema["components"]["schemas"]
+    assert schemas["BacktestRequest"]["properties"]["project"]["minLength"] == 1
+    assert schemas["Schedule"]["properties"]["project"]["minLength"] == 1
+    assert schemas["Schedule"]["anyOf"] == [{"required": ["every_steps"]}, {"required": ["every_hours"]}]
+    backtest = next(op for _, op in operations(schema) if op["operationId"] == "rules_backtest")
+    assert backtest["requestBody"]["required"] is True
+    ack = schema["paths"]["/api/v1/alerts/{id}/acknowledge/"]["post"]["responses"]["400"]["description"]
+    assert "a resolved alert" in ack
+
+
+@pytest.mark.parametrize("body", [{}, {"project": "pretrain"}, {"project": "", "every_steps": 500}])
+def test_what_the_schedule_schema_refuses_the_server_refuses(owner, project, body):
+    from tests.factories import client_for
+
+    answer = client_for(owner).put("/api/v1/review-schedules/", body, content_type="application/json")
+    assert answer.status_code == 400, answer.content

@@ -103,7 +103,7 @@ def test_a_decision_missing_what_it_needs_is_refused_naming_the_field(run, oncal
     answer = decide(client, review_id, **body)
     assert answer.status_code == 400, answer.content
     paths = [e["path"] for e in answer.json()["errors"]]
-    assert any(p == field or p.startswith(field + ".") for p in paths), answer.json()
+    assert any(p == field or p.startswith((field + ".", field + "[")) for p in paths), answer.json()
     assert not LogEntry.objects.exists()
     assert Review.objects.get(pk=review_id).state == "open"
 

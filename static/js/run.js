@@ -27,11 +27,26 @@
     const out = [];
     const shown = range ? range[1] - range[0] : (maxStep || 1);
     const minWidth = shown / 400; // a one-step eval or checkpoint stays visible when zoomed out
+    // Phases declared at one step (an eval and a checkpoint after the same step) share that step's height in
+    // lanes, each its own colour, so neither hides under the other; the one that carries on is full height after.
+    const atStep = {};
+    for (const p of data.phases) (atStep[p.start] = atStep[p.start] || []).push(p);
     for (const p of data.phases) {
       const end = p.end === null ? (maxStep === null ? p.start : maxStep) : p.end;
+      const fill = PHASE_COLOURS[p.kind] || "#9ca3af";
+      const lanes = atStep[p.start];
+      if (lanes.length > 1) {
+        const lane = lanes.indexOf(p), half = Math.max(0.5, minWidth / 2);
+        out.push({ type: "rect", xref: "x", yref: "paper", x0: p.start - half, x1: p.start + half, y0: lane / lanes.length,
+                   y1: (lane + 1) / lanes.length, line: { width: 0 }, fillcolor: fill, opacity: 0.25, layer: "below" });
+        if (end === p.start) continue;
+        out.push({ type: "rect", xref: "x", yref: "paper", x0: p.start + half, x1: Math.max(end + 0.5, p.start + half), y0: 0, y1: 1, line: { width: 0 },
+                   fillcolor: fill, opacity: 0.13, layer: "below" });
+        continue;
+      }
       const half = Math.max(0.5, (minWidth - (end - p.start)) / 2);
       out.push({ type: "rect", xref: "x", yref: "paper", x0: p.start - half, x1: end + half, y0: 0, y1: 1, line: { width: 0 },
-                 fillcolor: PHASE_COLOURS[p.kind] || "#9ca3af", opacity: 0.13, layer: "below" });
+                 fillcolor: fill, opacity: 0.13, layer: "below" });
     }
     for (const a of data.attempts) {
       if (a.number < 2 || a.start_step === null) continue;
