@@ -7,6 +7,8 @@ of the pool, opsconsole/db.py) into a temporary file, the connection goes back t
 the client's pace; the next segment is a new query that starts after the last row sent. So a streamed export is
 not one snapshot: a record written while it streams is in it if it sorts after the segment being read.
 """
+import json
+import math
 import tempfile
 
 import orjson
@@ -23,6 +25,26 @@ SPOOL_IN_MEMORY = 1 << 20
 _ENCODER = DjangoJSONEncoder()
 
 
+def json_line(record) -> bytes:
+    """`record` as one JSON line. A sender's free-form JSON (an event's detail) may hold an integer past 64 bits,
+    which PostgreSQL keeps exactly and orjson refuses: such a record is written by the standard library instead."""
+    try:
+        return orjson.dumps(record, default=_ENCODER.default) + b"\n"
+    except TypeError:
+        return json.dumps(_as_orjson_would(record), cls=DjangoJSONEncoder, separators=(",", ":")).encode() + b"\n"
+
+
+def _as_orjson_would(value):
+    """Non-finite floats as null, as orjson writes them: the fallback's lines read like every other line."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _as_orjson_would(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_orjson_would(item) for item in value]
+    return value
+
+
 def segmented_lines(rows, field: str, as_dict, *, chunk: int = CHUNK, segment: int = SEGMENT):
     """One JSON line (bytes) per row of `rows`, which must be ordered by (`field`, id): segments of up to `segment`
     rows, each read `chunk` at a time into a temporary file with the connection given back before its lines are
@@ -34,7 +56,7 @@ def segmented_lines(rows, field: str, as_dict, *, chunk: int = CHUNK, segment: i
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
             with read_share():
                 for row in page[:size].iterator(chunk_size=chunk):
-                    spool.write(orjson.dumps(as_dict(row), default=_ENCODER.default) + b"\n")
+                    spool.write(json_line(as_dict(row)))
                     count += 1
                     after = (getattr(row, field), row.pk)
             spool.seek(0)
