@@ -922,6 +922,36 @@ def _update_from_json(model, pk_field, fields, members) -> bool:
     return True
 
 
+BAND_SAMPLE_COLUMNS = (("rule_id", "integer"), ("series_id", "integer"), ("bucket", "bigint"), ("step", "bigint"),
+                       ("centre", "double precision"), ("lower", "double precision"), ("upper", "double precision"))
+
+
+def _upsert_band_samples(samples) -> bool:
+    """The batch's band samples as one JSON parameter on PostgreSQL (as _update_from_json), each replacing the
+    bucket's sample; False, with nothing written, where JSON cannot carry a value (±inf) or not on PostgreSQL."""
+    if connection.vendor != "postgresql":
+        return False
+    rows = []
+    for sample in samples:
+        row = {column: getattr(sample, column) for column, _ in BAND_SAMPLE_COLUMNS}
+        if any(isinstance(v, float) and not math.isfinite(v) for v in row.values()):
+            return False
+        rows.append(row)
+    try:
+        payload = json.dumps(rows, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    qn = connection.ops.quote_name
+    names = ", ".join(qn(column) for column, _ in BAND_SAMPLE_COLUMNS)
+    typed = ", ".join(f"{qn(column)} {kind}" for column, kind in BAND_SAMPLE_COLUMNS)
+    updated = ", ".join(f"{qn(c)} = EXCLUDED.{qn(c)}" for c in ("step", "centre", "lower", "upper"))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {qn(BandSample._meta.db_table)} ({names}) SELECT {names} FROM jsonb_to_recordset(%s::jsonb) "
+            f"AS v({typed}) ON CONFLICT (rule_id, series_id, bucket) DO UPDATE SET {updated}", [payload])
+    return True
+
+
 PROGRESS_FIELDS = ("held_points", "held_since_step", "held_since_time", "clear_points", "state")
 
 
@@ -1098,7 +1128,7 @@ class _Evaluator:
             )
 
     def save_band_samples(self):
-        if self.band_samples:
+        if self.band_samples and not _upsert_band_samples(list(self.band_samples.values())):
             BandSample.objects.bulk_create(
                 list(self.band_samples.values()), update_conflicts=True,
                 unique_fields=["rule", "series", "bucket"], update_fields=["step", "centre", "lower", "upper"],

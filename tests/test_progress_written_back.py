@@ -4,9 +4,10 @@ and a row the batch did not change not at all."""
 import pytest
 from django.db import connection
 
-from alerts.evaluation import update_rows
-from alerts.models import Rule, RuleProgress
+from alerts.evaluation import _Evaluator, update_rows
+from alerts.models import BandSample, Rule, RuleProgress
 from alerts.rules import save_rule
+from ingest.models import Series
 from tests.test_band_rules import OWNER, alerts_of, loss_band_rule, loss_curve, send
 from tests.test_band_state_is_compact import old_form
 
@@ -106,3 +107,22 @@ class CaptureUpdates:
             self.count += 1
             self.statements.append(sql)
         return execute(sql, params, many, context)
+
+
+@pytest.mark.postgres
+def test_band_samples_written_together_replace_their_bucket_and_keep_an_infinite_edge(sender, project):
+    rule = loss_band_rule(project)
+    send(sender, "sampled", range(50), loss_curve(50))
+    series = Series.objects.get(run__run_id="sampled", metric="loss")
+
+    def save(*samples):
+        evaluator = _Evaluator.__new__(_Evaluator)
+        evaluator.band_samples = {(rule.pk, series.pk, s.bucket): s for s in samples}
+        evaluator.save_band_samples()
+
+    save(BandSample(rule=rule, series=series, bucket=900, step=115200, centre=2.5, lower=2.25, upper=2.75),
+         BandSample(rule=rule, series=series, bucket=901, step=115300, centre=2.5, lower=None, upper=3.0))
+    save(BandSample(rule=rule, series=series, bucket=901, step=115327, centre=2.4, lower=2.0, upper=float("inf")))
+    rows = BandSample.objects.filter(series=series, bucket__gte=900).order_by("bucket")
+    assert list(rows.values_list("bucket", "step", "centre", "lower", "upper")) == [
+        (900, 115200, 2.5, 2.25, 2.75), (901, 115327, 2.4, 2.0, float("inf"))]
