@@ -7,6 +7,7 @@ Points are judged in arrival order; each kind turns a series' new points into
 alerts.
 """
 import base64
+import json
 import logging
 import math
 import warnings
@@ -17,7 +18,7 @@ from fnmatch import fnmatchcase
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from django.db import InterfaceError, InternalError, OperationalError, connection, transaction
+from django.db import InterfaceError, InternalError, OperationalError, connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -268,6 +269,44 @@ def _unpack_history(packed):
     return steps, np.frombuffer(base64.b64decode(packed["f8"]), dtype="<f8").copy()
 
 
+class _Kinds(dict):
+    """A band state's arrays per phase kind, unpacked on first read; a kind never assigned goes back packed as it
+    came (repacking what was unpacked gives the same bytes, so only the work is saved)."""
+
+    def __init__(self, stored):
+        super().__init__(dict.fromkeys(stored))
+        self.stored = dict(stored)  # kind: packed form, while the kind still holds what was stored
+
+    def __getitem__(self, kind):
+        value = super().__getitem__(kind)
+        if value is None and kind in self.stored:
+            value = _unpack_history(self.stored[kind])
+            super().__setitem__(kind, value)
+        return value
+
+    def get(self, kind, default=None):
+        return self[kind] if kind in self else default
+
+    def __setitem__(self, kind, value):
+        self.stored.pop(kind, None)
+        super().__setitem__(kind, value)
+
+    def pop(self, kind, *default):
+        self.stored.pop(kind, None)
+        return super().pop(kind, *default)
+
+    def items(self):
+        return [(kind, self[kind]) for kind in self]
+
+    def values(self):
+        return [self[kind] for kind in self]
+
+    @staticmethod
+    def packed(kinds):
+        stored = getattr(kinds, "stored", {})
+        return {k: stored[k] if k in stored else _pack_history(*kinds[k]) for k in kinds}
+
+
 class _BandJudge:
     """Band rules: the run's own history per phase kind (kept in RuleProgress.state), plus reference runs.
 
@@ -301,9 +340,10 @@ class _BandJudge:
     def __call__(self, progress, series, steps, values, info, attempt, restarts=None):
         kinds, baseline, span_start, reset = info
         state = progress.state or {}
-        history = {k: _unpack_history(v) for k, v in state.get("history", {}).items()}
-        pending = {k: _unpack_history(v) for k, v in state.get("pending", {}).items()}
-        tails = {k: _unpack_history(v) for k, v in state.get("tail", {}).items()}  # level_points: the last raw points
+        # Unpacked when read: a batch touches one or two phase kinds, and the others go back as they came.
+        history = _Kinds(state.get("history", {}))
+        pending = _Kinds(state.get("pending", {}))
+        tails = _Kinds(state.get("tail", {}))  # level_points: the last raw points
         applied_attempt, applied_reset = state.get("attempt", 1), state.get("reset", -1)
         number, attempt_start = attempt
         if number != applied_attempt and attempt_start is not None:
@@ -362,16 +402,16 @@ class _BandJudge:
                 else:
                     pending[kind] = open_excursion
         progress.state = {
-            "history": {k: _pack_history(s, v) for k, (s, v) in history.items()},
+            "history": _Kinds.packed(history),
             "attempt": number,
             "reset": applied_reset,
         }
         if self.floor_share is not None and np.isfinite(peak):
             progress.state["peak"] = peak
         if pending:
-            progress.state["pending"] = {k: _pack_history(s, v) for k, (s, v) in pending.items()}
+            progress.state["pending"] = _Kinds.packed(pending)
         if tails:
-            progress.state["tail"] = {k: _pack_history(s, v) for k, (s, v) in tails.items()}
+            progress.state["tail"] = _Kinds.packed(tails)
         return flags
 
     def running_medians(self, tail, chosen, steps, values):
@@ -831,6 +871,8 @@ def update_rows(model, rows):
             continue
         fields = [model._meta.get_field(name) for name in names]
         pk_field = model._meta.pk
+        if _update_from_json(model, pk_field, fields, members):
+            continue
         row = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in [pk_field, *fields]) + ")"
         columns = ", ".join(qn(f.column) for f in [pk_field, *fields])
         sets = ", ".join(f"{qn(f.column)} = v.{qn(f.column)}" for f in fields)
@@ -846,7 +888,82 @@ def update_rows(model, rows):
                     f"AS v({columns}) WHERE t.{qn(pk_field.column)} = v.{qn(pk_field.column)}", params)
 
 
+def _update_from_json(model, pk_field, fields, members) -> bool:
+    """The rows as one JSON parameter (jsonb_to_recordset), on PostgreSQL: a short statement that is the same
+    every batch, where a VALUES list of a few hundred rows is a new statement to parse (psycopg splits its text
+    on every call) and a parameter per field to adapt. False, with nothing written, where a value is not one
+    JSON carries exactly (another type, a non-finite float, a JSON field's None: SQL NULL, not JSON null)."""
+    rows = []
+    for pk, values in members:
+        if not isinstance(pk, int) or isinstance(pk, bool):
+            return False
+        row = {pk_field.column: pk}
+        for f in fields:
+            value = values[f.name]
+            if isinstance(f, models.JSONField):
+                if value is None or f.encoder is not None:
+                    return False
+            elif value is not None and (isinstance(value, bool) or not isinstance(value, (int, float, str))
+                                        or (isinstance(value, float) and not math.isfinite(value))):
+                return False
+            elif isinstance(value, float) and isinstance(f, models.IntegerField):
+                return False  # "3.0" is no integer to PostgreSQL's input, where a cast from float8 rounds
+            row[f.column] = value
+        rows.append(row)
+    try:
+        payload = json.dumps(rows, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    qn = connection.ops.quote_name
+    columns = ", ".join(f"{qn(f.column)} {f.db_type(connection)}" for f in [pk_field, *fields])
+    sets = ", ".join(f"{qn(f.column)} = v.{qn(f.column)}" for f in fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {qn(model._meta.db_table)} AS t SET {sets} FROM jsonb_to_recordset(%s::jsonb) AS v({columns}) "
+            f"WHERE t.{qn(pk_field.column)} = v.{qn(pk_field.column)}", [payload])
+    return True
+
+
+BAND_SAMPLE_COLUMNS = (("rule_id", "integer"), ("series_id", "integer"), ("bucket", "bigint"), ("step", "bigint"),
+                       ("centre", "double precision"), ("lower", "double precision"), ("upper", "double precision"))
+
+
+def _upsert_band_samples(samples) -> bool:
+    """The batch's band samples as one JSON parameter on PostgreSQL (as _update_from_json), each replacing the
+    bucket's sample; False, with nothing written, where JSON cannot carry a value (±inf) or not on PostgreSQL."""
+    if connection.vendor != "postgresql":
+        return False
+    rows = []
+    for sample in samples:
+        row = {column: getattr(sample, column) for column, _ in BAND_SAMPLE_COLUMNS}
+        if any(isinstance(v, float) and not math.isfinite(v) for v in row.values()):
+            return False
+        rows.append(row)
+    try:
+        payload = json.dumps(rows, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    qn = connection.ops.quote_name
+    names = ", ".join(qn(column) for column, _ in BAND_SAMPLE_COLUMNS)
+    typed = ", ".join(f"{qn(column)} {kind}" for column, kind in BAND_SAMPLE_COLUMNS)
+    updated = ", ".join(f"{qn(c)} = EXCLUDED.{qn(c)}" for c in ("step", "centre", "lower", "upper"))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {qn(BandSample._meta.db_table)} ({names}) SELECT {names} FROM jsonb_to_recordset(%s::jsonb) "
+            f"AS v({typed}) ON CONFLICT (rule_id, series_id, bucket) DO UPDATE SET {updated}", [payload])
+    return True
+
+
 PROGRESS_FIELDS = ("held_points", "held_since_step", "held_since_time", "clear_points", "state")
+
+
+def _changed(progress) -> bool:
+    as_read = getattr(progress, "_as_read", None)
+    if as_read is None:
+        return True
+    # `is` first: an untouched state is the very dict that was read, and comparing band histories costs.
+    return any(now is not then and now != then
+               for now, then in zip((getattr(progress, f) for f in PROGRESS_FIELDS), as_read))
 
 
 class _Evaluator:
@@ -882,7 +999,12 @@ class _Evaluator:
     # with state kept in memory, so it runs this same judging code without a row written.
 
     def stored_progress(self, rules):
-        return {(p.rule_id, p.component, p.metric): p for p in RuleProgress.objects.filter(run=self.run, rule__in=rules)}
+        rows = {(p.rule_id, p.component, p.metric): p for p in RuleProgress.objects.filter(run=self.run, rule__in=rules)}
+        for p in rows.values():
+            # As read: save_progress writes back only rows that differ (a kind gives `state` a new dict when it
+            # changes it, never edits the stored one in place).
+            p._as_read = tuple(getattr(p, f) for f in PROGRESS_FIELDS)
+        return rows
 
     def stored_open_alerts(self, rules):
         alerts = Alert.objects.filter(run=self.run, rule__in=rules).exclude(state=AlertState.RESOLVED)
@@ -931,7 +1053,8 @@ class _Evaluator:
 
     def save_progress(self):
         touched = [self.progress_rows[key] for key in self.touched]
-        old = [(p.pk, {f: getattr(p, f) for f in PROGRESS_FIELDS}) for p in touched if p.pk is not None]
+        old = [(p.pk, {f: getattr(p, f) for f in PROGRESS_FIELDS}) for p in touched
+               if p.pk is not None and _changed(p)]
         RuleProgress.objects.bulk_create([p for p in touched if p.pk is None])
         update_rows(RuleProgress, old)
 
@@ -1007,7 +1130,7 @@ class _Evaluator:
             )
 
     def save_band_samples(self):
-        if self.band_samples:
+        if self.band_samples and not _upsert_band_samples(list(self.band_samples.values())):
             BandSample.objects.bulk_create(
                 list(self.band_samples.values()), update_conflicts=True,
                 unique_fields=["rule", "series", "bucket"], update_fields=["step", "centre", "lower", "upper"],
