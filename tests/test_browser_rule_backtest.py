@@ -43,7 +43,7 @@ def test_backtesting_an_edit_compares_it_with_the_saved_rule(browser, console_se
                      params={"direction": "above", "width": 6.0})
     page = log_in(browser, console_server, "olivia", "pw-olivia")
     page.goto(console_server.url + f"/rules/{rule.pk}/edit/")
-    page.fill("#id_scope", '{"metrics": ["loss"], "runs": {"team": "pretrain"}}')  # spiky-b is another team's run
+    page.fill("#id_scope_runs", "team=pretrain")  # spiky-b is another team's run
     page.click("#backtest-button")
 
     page.wait_for_selector(".backtest-comparison")
