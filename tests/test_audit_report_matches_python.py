@@ -145,3 +145,23 @@ def test_every_figure_equals_the_python_definition(history, period):
         assert {k: got[k] for k in FIGURES} == want, rule.name
         checked += want["fires"]
     assert period.since >= period.until or checked > 50  # the history reaches into the period
+
+
+def test_the_fatigue_figures_equal_the_python_definition(history):
+    """audit/fatigue.py counts by day in the database; the same figures alert by alert."""
+    from audit.fatigue import days, fatigue
+
+    figures = fatigue(history, PERIOD)
+    axis = days(PERIOD)
+    alerts = list(Alert.objects.filter(rule__project=history, fired_at__gte=PERIOD.since, fired_at__lt=PERIOD.until))
+    waits = {d: [] for d in axis}
+    for a in alerts:
+        first_ack = a.changes.filter(kind=ChangeKind.ACKNOWLEDGED).order_by("at", "pk").first()
+        if first_ack is not None:
+            waits[a.fired_at.date()].append((first_ack.at - a.fired_at).total_seconds())
+    assert figures["alerts"] == [sum(a.fired_at.date() == d for a in alerts) for d in axis]
+    assert figures["median_ack_seconds"] == [median(w) if w else None for w in waits.values()]
+    judged = [[a.verdict for a in alerts if a.fired_at.date() == d and a.verdict in ("actionable", "false_alarm")]
+              for d in axis]
+    assert figures["actionable_share"] == [j.count("actionable") / len(j) if j else None for j in judged]
+    assert sum(figures["alerts"]) > 50 and sum(1 for w in waits.values() if len(w) > 1) > 2
