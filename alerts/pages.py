@@ -26,7 +26,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from alerts import backtest, backtest_jobs, describe, faults, incident_actions, incidents, rebaseline, review, tasks, triage
 from alerts.fatigue import rules_to_fix_first
@@ -308,6 +308,7 @@ def _render_inbox(request, failed=None, status=200):
         "projects": projects,
         "rules": rules,
         "query": params.urlencode(),
+        "query_suffix": f"?{params.urlencode()}" if params else "",
         "paging_query": paging.urlencode(),
         "durations": triage.MUTE_DURATIONS,
         "verdicts": Verdict.choices,
@@ -341,11 +342,15 @@ def _by_incident(alerts, may_act, failed_on):
             entries.append(placed[incident.pk])
         placed[incident.pk]["alerts"].append(alert)
     members = defaultdict(list)  # every incident's alerts in one query, not one per incident on the page
-    for alert in Alert.objects.filter(incident__in=list(placed)).select_related("rule"):
+    # Only what blast_radius reads: an incident on the page can hold dozens of alerts (33 a run in
+    # benchmarks/read_paths.py), and whole rows with their rules' JSON cost the page a third of its time.
+    for alert in (Alert.objects.filter(incident__in=list(placed)).select_related("rule")
+                  .only("incident_id", "metric", "component", "magnitude", "first_step", "rule__kind", "rule__name")):
         members[alert.incident_id].append(alert)
     for entry in placed.values():
         incident = entry["incident"]
         incident.can_act = may_act(incident.run.project)
+        incident.count_words = f"{incident.alert_count} alert{'' if incident.alert_count == 1 else 's'}"
         incident.failed = failed_on("incident", incident.pk)
         incident.origin_text = incidents.describe_origin(incident.origin) if incident.origin else "—"
         incident.reach = incidents.blast_radius(members[incident.pk], incident.origin) if incident.origin else []
@@ -364,11 +369,15 @@ def _action(name, fields, act, done, kind="alert"):
     find = triage.visible_alert if kind == "alert" else incidents.visible_incident
 
     @login_required
-    @require_POST
+    @require_http_methods(["GET", "POST"])
     def view(request, pk):
         target = find(request.user, pk)
         if not can_triage(request.user, target.run.project):
             raise PermissionDenied(f"acting on {kind}s needs the on-call or rule admin role in this project")
+        if request.method == "GET":
+            # Without JavaScript the inbox's rows carry a link here instead of their forms (static/js/inbox-panels.js
+            # fills those in): the inbox again, with this one's form rendered and open.
+            return _render_inbox(request, failed=((kind, target.pk), name, {}, {}, []))
         try:
             result = act(target, request.user, request.POST)
         except ValidationError as exc:
