@@ -266,6 +266,9 @@ def _render_inbox(request, failed=None, status=200):
         alert.needs_review = review.needs_review(alert)
         alert.failed = failed_on("alert", alert.pk)
     entries = _by_incident(page.object_list, may_act, failed_on)
+    # The forms static/js/inbox-panels.js copies into rows: only for someone who may act on one of them.
+    any_can_act = any(a.can_act for a in page.object_list) or any(
+        e["incident"].can_act for e in entries if e.get("incident") is not None)
     longest = {}
     for target in [*page.object_list, *(e["incident"] for e in entries if e.get("incident") is not None)]:
         project_id = target.run.project_id
@@ -309,6 +312,7 @@ def _render_inbox(request, failed=None, status=200):
         "rules": rules,
         "query": params.urlencode(),
         "query_suffix": f"?{params.urlencode()}" if params else "",
+        "any_can_act": any_can_act,
         "paging_query": paging.urlencode(),
         "durations": triage.MUTE_DURATIONS,
         "verdicts": Verdict.choices,
@@ -364,12 +368,18 @@ def inbox(request):
     return _render_inbox(request)
 
 
+PANEL_ACTIONS = ("verdict", "new_normal", "mute")
+
+
 def _action(name, fields, act, done, kind="alert"):
     """A POST-only view: visible alert or incident (404), can_triage (403), act, then a message and back to the inbox."""
     find = triage.visible_alert if kind == "alert" else incidents.visible_incident
 
+    # The actions with a form panel (verdict, new normal, mute) also answer GET: see below.
+    methods = ["GET", "POST"] if name in PANEL_ACTIONS else ["POST"]
+
     @login_required
-    @require_http_methods(["GET", "POST"])
+    @require_http_methods(methods)
     def view(request, pk):
         target = find(request.user, pk)
         if not can_triage(request.user, target.run.project):
