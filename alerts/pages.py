@@ -349,7 +349,7 @@ def _by_incident(alerts, may_act, failed_on):
     # Only what blast_radius reads: an incident on the page can hold dozens of alerts (33 a run in
     # benchmarks/read_paths.py), and whole rows with their rules' JSON cost the page a third of its time.
     for alert in (Alert.objects.filter(incident__in=list(placed)).select_related("rule")
-                  .only("incident_id", "metric", "component", "magnitude", "first_step", "rule__kind", "rule__name")):
+                  .only("incident_id", "metric", "condition", "component", "magnitude", "first_step", "rule__kind", "rule__name")):
         members[alert.incident_id].append(alert)
     for entry in placed.values():
         incident = entry["incident"]
