@@ -1,4 +1,7 @@
-"""The rule audit report: per rule of a project, for a period [since, until), every figure as a plain function of rows.
+"""The rule audit report: per rule of a project, for a period [since, until), every figure and flag.
+
+The figures of the period's alerts are computed by the database (audit/figures.py), equal to the definitions
+below read alert by alert in Python (tests/test_audit_report_matches_python.py).
 
 One function (`report_rows`) builds the rows; the console page, the printable page, the JSON and the CSV all
 show them, so the formats cannot disagree.
