@@ -26,7 +26,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from alerts import backtest, backtest_jobs, describe, faults, incident_actions, incidents, rebaseline, review, tasks, triage
 from alerts.fatigue import rules_to_fix_first
@@ -266,6 +266,9 @@ def _render_inbox(request, failed=None, status=200):
         alert.needs_review = review.needs_review(alert)
         alert.failed = failed_on("alert", alert.pk)
     entries = _by_incident(page.object_list, may_act, failed_on)
+    # The forms static/js/inbox-panels.js copies into rows: only for someone who may act on one of them.
+    any_can_act = any(a.can_act for a in page.object_list) or any(
+        e["incident"].can_act for e in entries if e.get("incident") is not None)
     longest = {}
     for target in [*page.object_list, *(e["incident"] for e in entries if e.get("incident") is not None)]:
         project_id = target.run.project_id
@@ -308,6 +311,8 @@ def _render_inbox(request, failed=None, status=200):
         "projects": projects,
         "rules": rules,
         "query": params.urlencode(),
+        "query_suffix": f"?{params.urlencode()}" if params else "",
+        "any_can_act": any_can_act,
         "paging_query": paging.urlencode(),
         "durations": triage.MUTE_DURATIONS,
         "verdicts": Verdict.choices,
@@ -341,11 +346,15 @@ def _by_incident(alerts, may_act, failed_on):
             entries.append(placed[incident.pk])
         placed[incident.pk]["alerts"].append(alert)
     members = defaultdict(list)  # every incident's alerts in one query, not one per incident on the page
-    for alert in Alert.objects.filter(incident__in=list(placed)).select_related("rule"):
+    # Only what blast_radius reads: an incident on the page can hold dozens of alerts (33 a run in
+    # benchmarks/read_paths.py), and whole rows with their rules' JSON cost the page a third of its time.
+    for alert in (Alert.objects.filter(incident__in=list(placed)).select_related("rule")
+                  .only("incident_id", "metric", "condition", "component", "magnitude", "first_step", "rule__kind", "rule__name")):
         members[alert.incident_id].append(alert)
     for entry in placed.values():
         incident = entry["incident"]
         incident.can_act = may_act(incident.run.project)
+        incident.count_words = f"{incident.alert_count} alert{'' if incident.alert_count == 1 else 's'}"
         incident.failed = failed_on("incident", incident.pk)
         incident.origin_text = incidents.describe_origin(incident.origin) if incident.origin else "—"
         incident.reach = incidents.blast_radius(members[incident.pk], incident.origin) if incident.origin else []
@@ -359,16 +368,26 @@ def inbox(request):
     return _render_inbox(request)
 
 
+PANEL_ACTIONS = ("verdict", "new_normal", "mute")
+
+
 def _action(name, fields, act, done, kind="alert"):
     """A POST-only view: visible alert or incident (404), can_triage (403), act, then a message and back to the inbox."""
     find = triage.visible_alert if kind == "alert" else incidents.visible_incident
 
+    # The actions with a form panel (verdict, new normal, mute) also answer GET: see below.
+    methods = ["GET", "POST"] if name in PANEL_ACTIONS else ["POST"]
+
     @login_required
-    @require_POST
+    @require_http_methods(methods)
     def view(request, pk):
         target = find(request.user, pk)
         if not can_triage(request.user, target.run.project):
             raise PermissionDenied(f"acting on {kind}s needs the on-call or rule admin role in this project")
+        if request.method == "GET":
+            # Without JavaScript the inbox's rows carry a link here instead of their forms (static/js/inbox-panels.js
+            # fills those in): the inbox again, with this one's form rendered and open.
+            return _render_inbox(request, failed=((kind, target.pk), name, {}, {}, []))
         try:
             result = act(target, request.user, request.POST)
         except ValidationError as exc:

@@ -1,4 +1,7 @@
-"""The rule audit report: per rule of a project, for a period [since, until), every figure as a plain function of rows.
+"""The rule audit report: per rule of a project, for a period [since, until), every figure and flag.
+
+The figures of the period's alerts are computed by the database (audit/figures.py), equal to the definitions
+below read alert by alert in Python (tests/test_audit_report_matches_python.py).
 
 One function (`report_rows`) builds the rows; the console page, the printable page, the JSON and the CSV all
 show them, so the formats cannot disagree.
@@ -18,16 +21,17 @@ Definitions (docs/alerting.md, "Keeping rules honest", repeats them):
   cover.
 """
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from statistics import median
 
 from django.contrib.auth import get_user_model
-from django.db.models import Q
+from django.db.models import OuterRef, Q, Subquery
 
 from alerts.backtest import wilson
 from alerts.fatigue import false_pages_by_rule
-from alerts.models import Alert, AlertChange, ChangeKind, Mute, MuteEndReason, Rule, RuleRevision, Verdict
+from alerts.models import Alert, Mute, MuteEndReason, Rule, RuleRevision
+from audit.figures import AlertFigures, alert_figures, clip, total_seconds, union
 from audit.models import LinkCheck
 from opsconsole.models import Membership
 from opsconsole.templatetags.times import when_text
@@ -78,41 +82,6 @@ def days_before(moment: datetime, days: int) -> datetime:
         return datetime.min.replace(tzinfo=moment.tzinfo)
 
 
-def union(intervals) -> list[tuple[datetime, datetime]]:
-    """Overlapping or touching [start, end) intervals merged; empty ones dropped."""
-    merged = []
-    for start, end in sorted(i for i in intervals if i[1] > i[0]):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def clip(intervals, period: Period):
-    return [(max(s, period.since), min(e, period.until)) for s, e in intervals]
-
-
-def total_seconds(intervals) -> float:
-    return sum((e - s).total_seconds() for s, e in intervals)
-
-
-def intersection(a, b) -> list[tuple[datetime, datetime]]:
-    """Of two merged interval lists."""
-    out = []
-    for s1, e1 in a:
-        for s2, e2 in b:
-            s, e = max(s1, s2), min(e1, e2)
-            if e > s:
-                out.append((s, e))
-    return union(out)
-
-
-def _median_seconds(deltas) -> float | None:
-    values = [d.total_seconds() for d in deltas]
-    return median(values) if values else None
-
-
 def _rate(k, n):
     return k / n if n else None
 
@@ -143,75 +112,44 @@ def names_a_person(owner_text: str) -> bool:
     return bool(EMAIL_RE.search(text)) or bool(USERNAME_RE.fullmatch(text))
 
 
-def rule_figures(rule: Rule, period: Period, *, members, false_pages: int = 0) -> dict:
-    """Every figure and flag of one rule for the period."""
-    # Rows as named tuples of the fields read, and only the changes a person made: the report reads every alert of
-    # the period (100,000 in benchmarks/read_paths.py), where model instances and the fired rows cost seconds.
-    fired_in_period = Q(rule=rule, fired_at__gte=period.since, fired_at__lt=period.until)
-    alerts = list(Alert.objects.filter(fired_in_period).order_by("fired_at", "pk").values_list(
-        "pk", "run_id", "incident_id", "fired_at", "resolved_at", "reviewed_at", "verdict", named=True))
-    changes = list(AlertChange.objects.filter(alert__in=Alert.objects.filter(fired_in_period).values("pk"))
-                   .filter(Q(kind__in=(ChangeKind.ACKNOWLEDGED, ChangeKind.VERDICT)) | Q(kind=ChangeKind.RESOLVED, by__isnull=False))
-                   .order_by("at", "pk").values_list("alert_id", "kind", "at", "verdict", "by_id", named=True))
-    triaged, first_ack, last_verdict = set(), {}, {}
-    for c in changes:
-        if c.kind in (ChangeKind.ACKNOWLEDGED, ChangeKind.VERDICT) or (c.kind == ChangeKind.RESOLVED and c.by_id):
-            triaged.add(c.alert_id)
-        if c.kind == ChangeKind.ACKNOWLEDGED:
-            first_ack.setdefault(c.alert_id, c.at)
-        if c.kind == ChangeKind.VERDICT and c.verdict:
-            last_verdict[c.alert_id] = c.verdict
-    for a in alerts:
-        if a.reviewed_at is not None:
-            triaged.add(a.pk)
-        if a.pk not in last_verdict and a.verdict:
-            last_verdict[a.pk] = a.verdict
-    false_alarms = sum(1 for v in last_verdict.values() if v == Verdict.FALSE_ALARM)
-    actionable = sum(1 for v in last_verdict.values() if v == Verdict.ACTIONABLE)
+def rule_figures(rule: Rule, period: Period, *, members, figures: AlertFigures, mutes, last, revisions, link,
+                 false_pages: int = 0) -> dict:
+    """Every figure and flag of one rule for the period, from what report_rows read for every rule at once: the
+    alerts' figures (audit/figures.py), the rule's mutes overlapping the period, its last alert before `until`,
+    its revisions before `until` and the newest check of its link."""
+    false_alarms, actionable = figures.false_alarms, figures.actionable
     verdicts = false_alarms + actionable
     interval = wilson(false_alarms, verdicts)
-    runs = {a.run_id for a in alerts}
-
-    firing = union(clip([(a.fired_at, a.resolved_at or period.until) for a in alerts], period))
-    mutes = list(Mute.objects.filter(rule=rule, created_at__lt=period.until)
-                 .filter(Q(ended_at__gt=period.since) | Q(ended_at__isnull=True, expires_at__gt=period.since))
-                 .select_related("created_by", "ended_by").order_by("created_at", "pk")) if period.since < period.until else []
-    muted = union(clip([(m.created_at, mute_end(m)) for m in mutes], period))
-    firing_seconds = total_seconds(firing)
-    muted_while_firing = total_seconds(intersection(firing, muted))
+    muted = merged_mutes(mutes, period)
     ended_early = []
     for m in mutes:
         if m.end_reason == MuteEndReason.ENDED_BY_PERSON:  # not one the sweep ended as unused
             by = m.ended_by
             ended_early.append({"mute": m.pk, "ended_at": m.ended_at.isoformat(), "expires_at": m.expires_at.isoformat(),
                                 "ended_by": by.get_username() if by is not None else None})
-
-    last = Alert.objects.filter(rule=rule, fired_at__lt=period.until).order_by("-fired_at").values_list("fired_at", flat=True).first()
-    revisions = list(RuleRevision.objects.filter(rule=rule, changed_at__lt=period.until).order_by("changed_at", "pk"))
     in_period, previous = [], None
     for r in revisions:
         if r.changed_at >= period.since:
             in_period.append({"at": r.changed_at.isoformat(), "action": r.action, "by": r.changed_by.get_username() if r.changed_by else None,
                               "source": r.source, "changed": changed_keys(previous, r.snapshot)})
         previous = r.snapshot
-    # The newest check of the link the rule has now: a check of a link since replaced says nothing of it.
-    link = LinkCheck.objects.filter(rule=rule, url=rule.diagnostic_url).order_by("-checked_at", "-pk").first()
     named = owner_users(rule.owner, members)
+    fires = figures.fires
 
     row = {
         "rule": rule.name, "rule_id": rule.pk, "owner": rule.owner, "kind": rule.kind,
         "permitted_response": rule.permitted_response, "enabled": rule.enabled,
-        "fires": len(alerts), "incidents": len({a.incident_id for a in alerts if a.incident_id}),
-        "runs": len(runs), "alerts_per_run": _rate(len(alerts), len(runs)),
-        "triaged": len(triaged), "share_triaged": _rate(len(triaged), len(alerts)),
+        "fires": fires, "incidents": figures.incidents,
+        "runs": figures.runs, "alerts_per_run": _rate(fires, figures.runs),
+        "triaged": figures.triaged, "share_triaged": _rate(figures.triaged, fires),
         "verdicts": verdicts, "false_alarms": false_alarms, "actionable": actionable,
         "false_alarm_rate": _rate(false_alarms, verdicts),
         "false_alarm_low": interval[0] if interval else None, "false_alarm_high": interval[1] if interval else None,
         "actionable_rate": _rate(actionable, verdicts),
-        "median_ack_seconds": _median_seconds(first_ack[a.pk] - a.fired_at for a in alerts if a.pk in first_ack),
-        "median_resolve_seconds": _median_seconds(a.resolved_at - a.fired_at for a in alerts if a.resolved_at),
+        "median_ack_seconds": figures.median_ack_seconds,
+        "median_resolve_seconds": figures.median_resolve_seconds,
         "mutes": len(mutes), "muted_hours": total_seconds(muted) / 3600,
-        "firing_hours": firing_seconds / 3600, "muted_share": _rate(muted_while_firing, firing_seconds),
+        "firing_hours": figures.firing_seconds / 3600, "muted_share": _rate(figures.muted_while_firing, figures.firing_seconds),
         "mutes_ended_early": ended_early,
         # Mutes longer than the project allowed, which only a rule admin may set (alerts/triage.py).
         "mutes_over_limit": [{"mute": m.pk, "hours": (m.expires_at - m.created_at).total_seconds() / 3600,
@@ -224,6 +162,10 @@ def rule_figures(rule: Rule, period: Period, *, members, false_pages: int = 0) -
     }
     row["flags"] = flags(row, period, last, named, names_a_person(rule.owner), created=rule.created_at)
     return row
+
+
+def merged_mutes(mutes, period: Period) -> list[tuple[datetime, datetime]]:
+    return union(clip([(m.created_at, mute_end(m)) for m in mutes], period))
 
 
 def flags(row: dict, period: Period, last: datetime | None, named, person: bool, created: datetime | None = None) -> list[dict]:
@@ -263,15 +205,38 @@ def flags(row: dict, period: Period, last: datetime | None, named, person: bool,
 
 
 def report_rows(project, period: Period, owner: str | None = None) -> list[dict]:
-    """The report's rows: one per rule of the project (of `owner`, the rule's owner text exactly, when given)."""
+    """The report's rows: one per rule of the project (of `owner`, the rule's owner text exactly, when given).
+
+    A fixed number of queries whatever the number of rules and alerts: each input is read for every rule at once."""
     rules = Rule.objects.filter(project=project).order_by("name")
     if owner:
         rules = rules.filter(owner=owner)
-    rules = list(rules)
+    # Each rule's newest alert before `until` and the newest check of the link it has now (a check of a link since
+    # replaced says nothing of it): one index look-up each, inside the rules' query.
+    rules = list(rules.annotate(
+        last_fired=Subquery(Alert.objects.filter(rule=OuterRef("pk"), fired_at__lt=period.until)
+                            .order_by("-fired_at").values("fired_at")[:1]),
+        link_check=Subquery(LinkCheck.objects.filter(rule=OuterRef("pk"), url=OuterRef("diagnostic_url"))
+                            .order_by("-checked_at", "-pk").values("pk")[:1])))
+    ids = [r.pk for r in rules]
     members = list(get_user_model().objects.filter(pk__in=Membership.objects.filter(project=project).values("user_id"))
                    .only("pk", "username", "email", "is_active"))
     false_pages = false_pages_by_rule(rules, since=period.since, until=period.until)
-    return [rule_figures(rule, period, members=members, false_pages=false_pages.get(rule.pk, 0)) for rule in rules]
+    mutes = defaultdict(list)
+    if period.since < period.until and ids:
+        for m in (Mute.objects.filter(rule_id__in=ids, created_at__lt=period.until)
+                  .filter(Q(ended_at__gt=period.since) | Q(ended_at__isnull=True, expires_at__gt=period.since))
+                  .select_related("created_by", "ended_by").order_by("created_at", "pk")):
+            mutes[m.rule_id].append(m)
+    revisions = defaultdict(list)
+    for r in (RuleRevision.objects.filter(rule_id__in=ids, changed_at__lt=period.until)
+              .select_related("changed_by").order_by("changed_at", "pk")):
+        revisions[r.rule_id].append(r)
+    links = LinkCheck.objects.in_bulk([r.link_check for r in rules if r.link_check is not None])
+    figures = alert_figures(ids, period, {pk: merged_mutes(ms, period) for pk, ms in mutes.items()})
+    return [rule_figures(rule, period, members=members, figures=figures[rule.pk], mutes=mutes[rule.pk], last=rule.last_fired,
+                         revisions=revisions[rule.pk], link=links.get(rule.link_check), false_pages=false_pages.get(rule.pk, 0))
+            for rule in rules]
 
 
 def report(project, period: Period, owner: str | None = None) -> dict:

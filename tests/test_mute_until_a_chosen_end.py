@@ -25,7 +25,10 @@ def field_error(html, field):
 def test_the_alert_mute_form_offers_a_chosen_end_and_names_the_projects_longest_mute(client, oncall, alert, project):
     MuteSettings.objects.create(project=project, max_duration_hours=48)
     client.force_login(oncall)
-    html = client.get("/inbox/").content.decode()
+    # The row's Mute… form as the server renders it (the link a row's panel holds; inbox-panels.js fills the
+    # panel from the page's one form, with the same words: data-max below).
+    assert 'data-max="2 days"' in client.get("/inbox/").content.decode()
+    html = client.get(f"/inbox/alerts/{alert.pk}/mute/").content.decode()
     form = re.search(rf'<form[^>]*action="/inbox/alerts/{alert.pk}/mute/".*?</form>', html, re.S).group(0)
     assert re.search(rf'<input type="datetime-local" name="expires_at" id="mute-{alert.pk}-expires"', form)
     assert "at most 2 days ahead" in form
@@ -66,7 +69,7 @@ def test_an_incident_is_muted_until_a_chosen_end(client, sender, project, oncall
     send(sender, "one-nan", healthy(range(0, 30)) + nan_in_one_weight(30))
     [incident] = incidents("one-nan")
     client.force_login(oncall)
-    html = client.get("/inbox/").content.decode()
+    html = client.get(f"/inbox/incidents/{incident.pk}/mute/").content.decode()
     assert f'id="incident-mute-{incident.pk}-expires"' in html
     end = timezone.now() + timedelta(hours=30)
     too_far = client.post(f"/inbox/incidents/{incident.pk}/mute/", {"scope": "run", "reason": "known bad node",
