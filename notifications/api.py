@@ -227,7 +227,8 @@ class ChannelViewSet(viewsets.ModelViewSet):
 
     @extend_schema(operation_id="channels_deliveries", responses={200: DeliverySerializer(many=True), **errors(403, 404)},
                    parameters=[OpenApiParameter("status", str, enum=DeliveryStatus.values, description="only tries of this status")])
-    @action(detail=True, methods=["get"], url_path="deliveries")
+    # Not paged (the newest 200 tries): without pagination_class=None the schema would describe the viewset's pages.
+    @action(detail=True, methods=["get"], url_path="deliveries", pagination_class=None)
     def deliveries(self, request, pk=None):
         """The channel's delivery log, newest first (at most 200 tries): status, time, response code, detail."""
         channel = self.get_object()

@@ -34,7 +34,7 @@ def test_valid_tokens_work_from_an_address_that_sent_25_bad_ones(token, owner, p
     assert Run.objects.filter(project=project, run_id="behind-the-nat").exists()
     reading = read(personal)
     assert reading.status_code == 200, reading.content
-    assert [run["id"] for run in reading.json()] == ["behind-the-nat"]  # the owner sees what the job just sent
+    assert [run["id"] for run in reading.json()["results"]] == ["behind-the-nat"]  # the owner sees what the job just sent
 
     assert_throttled(ingest(guess()))  # the 26th bad token: the guesser is still refused
     assert_throttled(read(guess(PersonalToken.PREFIX)))
