@@ -23,7 +23,7 @@ def post(sender, run_id, points, phases=()):
 
 
 def alerts_of(sender, run_id):
-    return sender.get("/api/v1/alerts/", run=run_id).json()
+    return sender.get("/api/v1/alerts/", run=run_id).json()["results"]
 
 
 def test_both_phases_at_one_step_are_listed_and_drawn(sender, owner):
