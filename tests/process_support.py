@@ -21,11 +21,13 @@ def wait_for(what, check, timeout=20.0):
 
 
 ALERTMANAGER = "prometheus-alertmanager"
+PROMETHEUS = "prometheus"
 
 
 @contextmanager
-def running_alertmanager(config_text: str, tmp_path):
-    """Debian's Alertmanager on a free port with this config: an httpx client on its API, stopped afterwards.
+def debian_server(binary_name: str, args, tmp_path, *, timeout=20.0):
+    """Debian's `binary_name` (Alertmanager or Prometheus: both answer /-/ready) on a free port with `args` (a
+    function of the port): an httpx client on its API, stopped afterwards.
 
     Under CI a missing binary fails the test instead of skipping it (`bin/test` installs the package).
     """
@@ -34,23 +36,16 @@ def running_alertmanager(config_text: str, tmp_path):
 
     from tests.conftest import IN_CI
 
-    binary = shutil.which(ALERTMANAGER)
+    binary = shutil.which(binary_name)
     if binary is None:
-        message = f"needs Debian's {ALERTMANAGER} (apt-get install prometheus-alertmanager; bin/test installs it)"
+        message = f"needs Debian's {binary_name} (apt-get install {binary_name}; bin/test installs it)"
         if IN_CI:
             pytest.fail(f"CI must run this test, but {message}")
         pytest.skip(message)
-    config = tmp_path / "alertmanager.yml"
-    config.write_text(config_text)
     port = free_port()
-    log = tmp_path / "alertmanager.log"
+    log = tmp_path / f"{binary_name}.log"
     with open(log, "wb") as stderr:
-        # No cluster: a lone Alertmanager otherwise waits for gossip to settle before its first notification.
-        process = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-             "--cluster.listen-address=", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=stderr,
-        )
+        process = subprocess.Popen([binary, *args(port)], stdout=subprocess.DEVNULL, stderr=stderr)
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
 
     def ready():
@@ -61,9 +56,19 @@ def running_alertmanager(config_text: str, tmp_path):
             return False
 
     try:
-        wait_for("Alertmanager to start", ready)
+        wait_for(f"{binary_name} to start", ready, timeout=timeout)
         yield client
     finally:
         process.terminate()
         process.wait(timeout=10)
         client.close()
+
+
+def running_alertmanager(config_text: str, tmp_path):
+    """Debian's Alertmanager with this config (no cluster: a lone Alertmanager otherwise waits for gossip to settle
+    before its first notification)."""
+    config = tmp_path / "alertmanager.yml"
+    config.write_text(config_text)
+    return debian_server(ALERTMANAGER, lambda port: [
+        f"--config.file={config}", f"--storage.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=", "--log.level=warn"], tmp_path)

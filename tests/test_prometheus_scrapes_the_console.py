@@ -6,25 +6,19 @@ The rule is loaded as it is written, its threshold and `for` shortened to second
 skipping it.
 """
 import re
-import shutil
-import subprocess
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-import pytest
 import yaml
 
 from alerts.tasks import evaluate_batch
 from ingest.models import BatchReceipt
 from opsconsole.celery import app as celery_app
 from tests.browser import console_server  # noqa: F401  (fixture)
-from tests.conftest import IN_CI
-from tests.process_support import free_port, wait_for
+from tests.process_support import PROMETHEUS, debian_server, wait_for
 
 RULES = Path(__file__).resolve().parent.parent / "deploy" / "prometheus" / "alerts.yml"
 METRICS_TOKEN = "prometheus-scrapes-0123456789abcdef"
-PROMETHEUS = "prometheus"
 
 
 def rules_in_seconds() -> str:
@@ -38,14 +32,7 @@ def rules_in_seconds() -> str:
     return yaml.safe_dump(config)
 
 
-@contextmanager
 def running_prometheus(target_port, tmp_path):
-    binary = shutil.which(PROMETHEUS)
-    if binary is None:
-        message = f"needs Debian's {PROMETHEUS} (apt-get install prometheus; bin/test installs it)"
-        if IN_CI:
-            pytest.fail(f"CI must run this test, but {message}")
-        pytest.skip(message)
     (tmp_path / "alerts.yml").write_text(rules_in_seconds())
     (tmp_path / "metrics-token").write_text(METRICS_TOKEN)
     config = {
@@ -58,30 +45,9 @@ def running_prometheus(target_port, tmp_path):
         }],
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = tmp_path / "prometheus.log"
-    with open(log, "wb") as stderr:
-        process = subprocess.Popen(
-            [binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=stderr,
-        )
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
-
-    def ready():
-        assert process.poll() is None, log.read_text()
-        try:
-            return client.get("/-/ready").status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_for("Prometheus to start", ready, timeout=30)
-        yield client
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        client.close()
+    return debian_server(PROMETHEUS, lambda port: [
+        f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"], tmp_path, timeout=30)
 
 
 def backlog_alerts(prometheus):
