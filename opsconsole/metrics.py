@@ -155,9 +155,11 @@ def count(name: str, amount: float = 1, *, project=None, **labels) -> None:
         _safely({_field(name, _labels(name, labels, project)): amount})
 
 
-def count_many(counts: dict[str, float], *, project=None) -> None:
-    """Several unlabelled counters at once (one round trip): {name: amount}."""
-    _safely({_field(name, _labels(name, {}, project)): amount for name, amount in counts.items() if amount})
+def count_many(counts: dict[str, float], *, project=None, labels=None) -> None:
+    """Several counters at once (one round trip): {name: amount}, each with `labels`.get(name, {})."""
+    labels = labels or {}
+    _safely({_field(name, _labels(name, labels.get(name, {}), project)): amount
+             for name, amount in counts.items() if amount})
 
 
 def observe(name: str, seconds: float, *, project=None) -> None:
