@@ -196,8 +196,13 @@ class StoredMetrics:
         if values is None:
             return
         series: dict[str, dict[tuple, float]] = {}
+        naming = with_projects()
         for field, value in values.items():
             name, labels = _parse(field)
+            if "project" in labels and not naming:
+                # Counted while the setting was on (or by another process that has it on): the promise is
+                # about what /metrics says now, so a project's name never leaves once it is turned off.
+                continue
             series.setdefault(name, {})[tuple(sorted(labels.items()))] = value
         for name, (help_text, label_names) in COUNTERS.items():
             family = CounterMetricFamily(PREFIX + name, help_text, labels=None)

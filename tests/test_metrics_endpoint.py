@@ -87,6 +87,10 @@ def test_no_project_or_run_is_named_unless_allowed(client, sender, settings, pro
     assert value(found, "warninglight_evaluation_backlog_batches", project="pretrain") == 2
     assert "secret-run-7" not in text  # runs never: one series per run would grow without end
 
+    # Turned off again: what was counted under the project's name is no longer shown.
+    settings.METRICS_LABELS_WITH_PROJECTS = False
+    assert project.slug not in client.get("/metrics").content.decode()
+
 
 def test_deliveries_are_counted_by_status(client, project, sender, receiver, settings):
     spike_rule(project)
