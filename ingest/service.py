@@ -186,11 +186,12 @@ class _AttemptTracker:
     def __init__(self, run: Run, now):
         self.run = run
         self.now = now
+        self.current = None  # the run's current Attempt once this batch needed it
 
     def start(self, start_step, reason):
         run = self.run
         run.attempt += 1
-        Attempt.objects.create(
+        self.current = Attempt.objects.create(
             run=run,
             number=run.attempt,
             reason=reason,
@@ -199,6 +200,21 @@ class _AttemptTracker:
             started_at=self.now,
         )
         run.attempt_max_step = None
+
+    def opened_by_a_resent_step(self, step):
+        """The current attempt if a re-sent step opened it, at `step` or later, and no restart phase has claimed it."""
+        if self.current is None or self.current.number != self.run.attempt:
+            self.current = Attempt.objects.filter(run=self.run, number=self.run.attempt).first()
+        current = self.current
+        if current is None or current.reason != AttemptReason.RESENT_STEP or current.start_step is None:
+            return None
+        return current if current.start_step >= step else None
+
+    def claim(self, attempt, step):
+        """A restart phase at `step` declares `attempt`, already open: it starts there and is the job's restart."""
+        attempt.reason = AttemptReason.RESTART_PHASE
+        attempt.start_step = min(attempt.start_step, step)
+        attempt.save(update_fields=["reason", "start_step"])
 
     def saw(self, step):
         run = self.run
@@ -263,8 +279,9 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
         while next_phase < len(phases) and phases[next_phase].position <= upto:
             ph = phases[next_phase]
             next_phase += 1
-            # A restart begins a new attempt once the current one holds data.
-            if ph.phase == "restart" and run.attempt_max_step is not None:
+            # A restart begins a new attempt once the current one holds data, unless another sender of the job
+            # already began it.
+            if ph.phase == "restart" and run.attempt_max_step is not None and not already_resumed(ph.step):
                 attempts.start(ph.step, AttemptReason.RESTART_PHASE)
             phase_rows.append(
                 Phase(
@@ -277,6 +294,23 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
                     receipt=receipt,
                 )
             )
+
+    def already_resumed(step):
+        """Whether a restart phase at `step` announces the attempt another process of the same job already opened.
+
+        With per-rank signals every rank of a resumed job re-sends its own series, and rank 0 alone announces the
+        restart: a rank's re-sent step that reaches the console first opens the new attempt. The phase is that
+        resume's, not a second one, when that attempt began at or after the phase's step and none of this
+        batch's series has sent anything in it yet (a sender that rewinds what it sent in this attempt restarts
+        again). The attempt is then the phase's: a later restart phase begins a new one."""
+        current = attempts.opened_by_a_resent_step(step)
+        if current is None or any(attempt == run.attempt for _, attempt in writer.pending):
+            return False
+        mine = [series_by_key[key].pk for key in keys if series_by_key[key].pk is not None]
+        if mine and Block.objects.filter(series_id__in=mine, attempt=run.attempt).exists():
+            return False
+        attempts.claim(current, step)
+        return True
 
     spans = {key: (bounds[i], bounds[i + 1]) for i, key in enumerate(keys)}
     if not repeats and not any(ph.phase == "restart" for ph in phases) and _only_new_steps(series_by_key, spans, steps):

@@ -9,7 +9,8 @@ With per-rank signals on (`watch(..., per_rank=True)`, or `WARNINGLIGHT_PER_RANK
 own signals as components of the run: run-level values as component `rank<N>` and component-level ones
 (health) as `rank<N>/<component>`, with only the run line's id; rank 0 alone sends the job-level series
 (component-less values, phases, the run's identity). Each per-rank series is a distinct series, so ranks
-sending the same step never look like a restart.
+sending the same step never look like a restart. A resumed job's ranks each re-send their steps; whichever
+reaches the console first opens the new attempt, and rank 0's `restart` phase declares it (ingest/service.py).
 """
 from __future__ import annotations
 
