@@ -12,6 +12,10 @@ and posts NDJSON requests of one run to `POST /api/v1/ingest`:
   the same batch id (exponential backoff or the response's Retry-After, `retries` times: a console whose
   database is restarting answers 503 with Retry-After), so the console
   stores it once however many tries reach it;
+* at close() a 503 or 429 (the console asks to be tried again: its database is restarting, or it is
+  throttling) is still tried again after its Retry-After, as long as the next try can end (its `timeout`)
+  before close()'s deadline; any other failure at close() is spooled at once (an unreachable console is
+  not waited for);
 * a batch that still fails is appended to the spool file and the console is
   marked down: while it is down, batches go straight to the spool and one batch
   every `probe_seconds` (doubling up to 60 s) is tried first; the first one that
@@ -43,6 +47,8 @@ log = logging.getLogger("warninglight")
 
 POINT, PHASE, EVENT, RESET = 0, 1, 2, 3  # RESET: a restart on a rank that sends no phases
 RETRYABLE_STATUS = {408, 429}
+# Answers that ask to be tried again later (with Retry-After): still retried while close() has time left.
+RETRIED_AT_CLOSE = {429, 503}
 PROBE_MAX_SECONDS = 60.0
 BACKOFF_MAX_SECONDS = 30.0
 
@@ -201,6 +207,7 @@ class Sender:
         self.last_flush = time.monotonic()
         self.flush_requested = 0
         self.closing = threading.Event()
+        self.close_deadline = None  # time.monotonic() by which stop() gives up waiting for the thread
         self.wake = threading.Event()
         self.progress = threading.Condition()
         self.thread = threading.Thread(target=self._run, name=f"warninglight-sender[{self.run_id}]", daemon=True)
@@ -357,7 +364,7 @@ class Sender:
             return
         head = self.bare_run_line if self.identity_acknowledged else self.full_run_line
         body = (head + "\n" + "\n".join(lines) + "\n").encode()
-        attempts = 1 if (self.down or closing) else self.retries + 1
+        attempts = 1 if self.down else self.retries + 1
         delay = self.backoff
         attempt = 0
         free_retry = True  # a kept-alive connection the server closed meanwhile: retry at once, uncounted
@@ -379,9 +386,8 @@ class Sender:
                 free_retry = False
                 continue
             attempt += 1
-            if attempt >= attempts or self.closing.is_set():
+            if attempt >= attempts:
                 break
-            self.counts["retries"] += 1
             wait = delay
             if retry_after:
                 try:
@@ -389,8 +395,9 @@ class Sender:
                 except ValueError:
                     pass
             delay = min(delay * 2 if delay else 0, BACKOFF_MAX_SECONDS)
-            if self.closing.wait(wait):
+            if not self._wait_to_retry(wait, status):
                 break
+            self.counts["retries"] += 1
         # Unreachable (or still failing): keep the batch on disk, go on with the next ones.
         reason = f"HTTP {status}" if error is None else f"{type(error).__name__}: {error}"
         was_down = self.down
@@ -401,6 +408,25 @@ class Sender:
         if not was_down:
             log.warning("warninglight: console %s unreachable (%s); batches are spooled to %s and the console is retried "
                         "every %.0f s or more", self.transport.host, reason, path, self.probe_interval)
+
+    def _wait_to_retry(self, wait, status) -> bool:
+        """Wait `wait` seconds before the batch's next try; False when there is to be none.
+
+        Once close() is called (before or during the wait), only a 503 or 429 is tried again: the console asked
+        for it, and a job that ends while its database restarts should not leave its last batch in the spool.
+        Then the try must end by close()'s deadline, its `timeout` included: a request still running when
+        stop() gives up is neither sent nor spooled if the process exits.
+        """
+        retry_at = time.monotonic() + wait
+        if not self.closing.is_set() and not self.closing.wait(wait):
+            return True
+        if status not in RETRIED_AT_CLOSE:
+            return False
+        deadline = self.close_deadline
+        if deadline is not None and retry_at + self.transport.timeout > deadline:
+            return False
+        time.sleep(max(0.0, retry_at - time.monotonic()))
+        return True
 
     def _accepted(self, data):
         if self.down:
@@ -493,7 +519,9 @@ class Sender:
         return True
 
     def stop(self, timeout: float) -> bool:
-        """Send or spool what is queued (one try per batch, no backoff), then end the thread."""
+        """Send or spool what is queued within `timeout` seconds, then end the thread: one try per batch, except
+        that a 503 or 429 is tried again after its Retry-After when that try can end in time."""
+        self.close_deadline = time.monotonic() + max(0.0, timeout)
         self.closing.set()
         self.wake.set()
         if self.thread.is_alive():

@@ -43,8 +43,8 @@ class Proxy:
     """An HTTP proxy in front of the live console that can misbehave on request.
 
     mode "forward": pass requests through; "down": answer 503 without forwarding.
-    `unavailable` > 0: answer that many requests 503 with `Retry-After: 1`, as the console does while its
-    database is down or restarting, then forward again.
+    `unavailable` > 0: answer that many requests 503 with `Retry-After: <retry_after>` (1 s by default), as the
+    console does while its database is down or restarting, then forward again.
     `drop_responses` > 0: forward the request (the console stores it), then close the
     connection without answering, that many times (a timeout on the way back).
     Every POST is recorded as (X-Batch-Id, number of NDJSON lines, status or "dropped").
@@ -60,6 +60,7 @@ class Proxy:
         self.mode = "forward"
         self.drop_responses = 0
         self.unavailable = 0
+        self.retry_after = "1"
         self.requests = []
         self.lock = threading.Lock()
 
@@ -83,7 +84,7 @@ class Proxy:
                         proxy.unavailable -= 1
                 if unavailable:
                     proxy._record(batch_id, lines, 503)
-                    self._answer(503, b'{"errors": [{"path": "", "message": "the database is unavailable"}]}', {"Retry-After": "1"})
+                    self._answer(503, b'{"errors": [{"path": "", "message": "the database is unavailable"}]}', {"Retry-After": proxy.retry_after})
                     return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")}
                 with proxy.one_at_a_time if proxy.serial else contextlib.nullcontext():
