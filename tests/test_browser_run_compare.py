@@ -27,7 +27,7 @@ def two_runs(console_server, project, token, owner):
 
 def line_traces(page, selector):
     return page.evaluate(f"""() => document.querySelector('{selector}').data
-        .filter(t => t.mode === 'lines' && (t.meta === 'run' || t.meta === 'compare'))
+        .filter(t => t.mode === 'lines' && (t.role === 'run' || t.role === 'compare'))
         .map(t => ({{name: t.name, dash: (t.line || {{}}).dash || 'solid', x: t.x.length}}))""")
 
 

@@ -146,15 +146,17 @@
     last.forEach((v, i) => { if (v !== null && (i === 0 || last[i - 1] === null) && (i === last.length - 1 || last[i + 1] === null)) alone.push(i); });
     if (alone.length) {
       t.push({ x: alone.map((i) => body.step[i]), y: alone.map((i) => last[i]), mode: "markers", marker: { color: "#1d4ed8", size: 7 },
-               name: chart.metric + " (single point)", showlegend: false, hovertemplate: "step %{x}<br>" + chart.metric + " %{y:.5g}<extra></extra>" });
+               name: plotlyText(chart.metric) + " (single point)", showlegend: false, customdata: named(alone, chart.metric),
+               hovertemplate: "step %{x}<br>%{customdata} %{y:.5g}<extra></extra>" });
     }
-    t.push({ x: body.step, y: body.last.map(num), mode: "lines", line: { width: 1.3, color: "#1d4ed8" }, name: other ? plotlyText(thisLabel()) : chart.metric, meta: "run",
-             hovertemplate: "step %{x}<br>" + chart.metric + " %{y:.5g}<extra></extra>" });
+    t.push({ x: body.step, y: body.last.map(num), mode: "lines", line: { width: 1.3, color: "#1d4ed8" },
+             name: plotlyText(other ? thisLabel() : chart.metric), role: "run", customdata: named(body.step, chart.metric),
+             hovertemplate: "step %{x}<br>%{customdata} %{y:.5g}<extra></extra>" });
     if (other) {
       // The other run's last value of each bucket: its envelope, band and alerts stay its own page's.
       t.push({ x: other.step, y: other.last.map(num), mode: "lines", line: { width: 1.3, color: COMPARE_COLOUR, dash: "dash" },
-               name: plotlyText(other.name), connectgaps: false, meta: "compare",
-               hovertemplate: "step %{x}<br>" + plotlyText(other.name) + " %{y:.5g}<extra></extra>" });
+               name: plotlyText(other.name), connectgaps: false, role: "compare", customdata: named(other.step, other.name),
+               hovertemplate: "step %{x}<br>%{customdata} %{y:.5g}<extra></extra>" });
     }
     const bad = body.step.filter((_, i) => body.nonfinite[i] > 0);
     if (bad.length) {
@@ -166,7 +168,7 @@
     const marks = alertsFor(chart.metric, chart.component);
     if (marks.length) {
       t.push({ x: marks.map((a) => a.step), y: marks.map(() => 0.98), yaxis: "y2", mode: "markers", cliponaxis: false,
-               marker: { symbol: "triangle-down", color: "#dc2626", size: 11 }, name: "alert", customdata: marks.map((a) => a.rule.name),
+               marker: { symbol: "triangle-down", color: "#dc2626", size: 11 }, name: "alert", customdata: marks.map((a) => plotlyText(a.rule.name)),
                hovertemplate: "alert %{customdata} at step %{x}<extra></extra>" });
     }
     return t;
@@ -174,6 +176,12 @@
 
   // A run's name is free text, and Plotly reads a trace's name and hover as its own little HTML: shown as typed.
   function plotlyText(text) { return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); }
+
+  // Names reach a hover as customdata, never inside the hovertemplate: Plotly has no escape for "%{", so a run
+  // named "exp-%{y}" would print a value there, while what customdata holds is inserted as it is. For the same
+  // reason no trace has a `meta` (Plotly then reads the trace's name as a template too: the legend would print
+  // "exp-"); which line is which run is the traces' own `role`.
+  function named(points, text) { const label = plotlyText(text); return points.map(() => label); }
 
   function thisLabel() {
     const form = document.getElementById("compare-form");
@@ -278,7 +286,7 @@
       const [body, earlier, fetched] = await Promise.all([fetchBody(chart), replaced(chart), fetchCompare(chart)]);
       const other = fetched && fetched.step.length ? fetched : null;
       const drawn = traces(chart, body, other).concat(earlier);
-      if (other) for (const t of drawn) t.showlegend = t.meta === "run" || t.meta === "compare";
+      if (other) for (const t of drawn) t.showlegend = t.role === "run" || t.role === "compare";
       await Plotly.react(chart.el, drawn, layout(chart, body, other), { displaylogo: false, responsive: true,
         modeBarButtonsToRemove: ["lasso2d", "select2d", "autoScale2d"] });
       chart.el.dataset.resolution = body.resolution;
