@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from django.db.models import Q
 
 from alerts import evaluation
+from alerts.batches import Batches
 from alerts.fatigue import PAGING_RESPONSES
 from alerts.models import Alert, AlertState, RuleKind, Verdict
 from ingest.models import BatchReceipt, Block, Series
@@ -74,6 +75,7 @@ class _ReplayEvaluator(evaluation._Evaluator):
 
     def start(self, receipt):
         """A new batch: what the live engine keeps per batch starts again; progress and open alerts carry on."""
+        self.batches = Batches.of(receipt)
         self.receipt = receipt
         self.now = receipt.received_at
         self.faults, self.judged, self.extended, self.touched = {}, set(), set(), set()

@@ -15,6 +15,7 @@ import zlib
 from collections import Counter, defaultdict
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
+from functools import lru_cache
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -24,6 +25,7 @@ from django.utils import timezone
 
 from alerts import faults
 from alerts.bands import Band, BandParams, envelope, judged_band, reference_band, to_log
+from alerts.batches import Batches
 from alerts.changes import record_change, record_changes
 from alerts.governance import judging_errors
 from alerts.params import InvalidParams, resolved
@@ -85,24 +87,34 @@ def _run_selected(rule, run) -> bool:
 
 
 def series_selected(rule, metric, component, layer) -> bool:
-    metrics = rule.scope.get("metrics") or []
-    if not any(fnmatchcase(metric, pattern) for pattern in metrics):
+    scope = rule.scope
+    return _selected((tuple(scope.get("metrics") or ()), scope.get("component"), scope.get("layer")),
+                     metric, component, layer)
+
+
+@lru_cache(maxsize=65_536)
+def _selected(scope, metric, component, layer) -> bool:
+    # Asked for every (rule, series) of every batch with the same few scopes and series: remembered, not matched
+    # again (fnmatch per pattern was ~4% of evaluation).
+    metrics, pattern, wanted_layer = scope
+    if not any(fnmatchcase(metric, p) for p in metrics):
         return False
-    pattern = rule.scope.get("component")
     if not fnmatchcase(component, "*" if pattern is None else pattern):
         return False
-    return rule.scope.get("layer") in (None, layer)
+    return wanted_layer in (None, layer)
 
 
 def _phase_allowed(rule, kinds):
     phases = rule.scope.get("phases")
     # Set look-ups, not np.isin: on an array of strings that sorts them, for every series and rule.
     # A step where several phases hold (an eval and a checkpoint at one step) is judged by a rule scoped to any
-    # of them, and skipped by default if any of them is skipped there.
-    if phases:
-        wanted = set(phases)
-        return np.fromiter((kind_in(k, wanted) for k in kinds.tolist()), dtype=bool, count=len(kinds))
-    return np.fromiter((not kind_in(k, DEFAULT_SKIPPED_PHASES) for k in kinds.tolist()), dtype=bool, count=len(kinds))
+    # of them, and skipped by default if any of them is skipped there. A block has a handful of distinct kinds
+    # in its thousands of points: each is decided once.
+    wanted = set(phases) if phases else DEFAULT_SKIPPED_PHASES
+    keep = bool(phases)
+    decided = {}
+    return np.array([decided[k] if k in decided else decided.setdefault(k, kind_in(k, wanted) == keep)
+                     for k in kinds.tolist()], dtype=bool)
 
 
 class Flags:
@@ -378,10 +390,8 @@ class _BandJudge:
             if reset[a] != applied_reset and reset[a] >= 0:
                 # A declared new normal (a data refresh, an announced change of config): the baseline starts again.
                 history, pending, tails, applied_reset = {}, {}, {}, int(reset[a])
-            for kind in set(baseline[a:b]):
-                chosen = a + np.flatnonzero((baseline[a:b] == kind) & finite[a:b])
-                if not len(chosen):
-                    continue
+            for kind, chosen in self.kinds_in_order(baseline[a:b], steps[a:b], finite[a:b], history, pending):
+                chosen = a + chosen
                 empty = (np.array([], dtype=np.int64), np.array([]))
                 if kind not in history and kind not in pending and _phase_allowed(self.rule, np.array([kind], dtype=object))[0]:
                     # A phase kind with no history of its own while another kind's excursion is open (a fault that
@@ -413,6 +423,31 @@ class _BandJudge:
         if tails:
             progress.state["tail"] = _Kinds.packed(tails)
         return flags
+
+    @staticmethod
+    def kinds_in_order(kinds, steps, finite, history, pending):
+        """(kind, indices of its finite points) in the order the kinds are judged: by their first step, and cut
+        where a kind with neither history nor an open excursion first appears. Such a kind may begin from
+        another kind's open excursion (the fault that lasts across a phase change), so it must see every other
+        kind's state as it stood at its first step, whether the points came in one batch or many."""
+        present = {}
+        for kind in set(kinds.tolist()):
+            where = np.flatnonzero((kinds == kind) & finite)
+            if len(where):
+                present[kind] = (int(steps[where].min()), where)
+        order = sorted(present, key=lambda k: (present[k][0], k))
+        cuts = sorted({present[k][0] for k in order if k not in history and k not in pending})
+        if cuts and cuts[0] == present[order[0]][0]:
+            cuts = cuts[1:]  # nothing comes before the first kind
+        edges = [-np.inf, *cuts, np.inf]
+        out = []
+        for lo, hi in zip(edges, edges[1:]):
+            for kind in order:
+                where = present[kind][1]
+                part = where[(steps[where] >= lo) & (steps[where] < hi)]
+                if len(part):
+                    out.append((kind, part))
+        return out
 
     def running_medians(self, tail, chosen, steps, values):
         """Per chosen point, the median of the kind's last `level_points` points up to it and the median of the
@@ -505,9 +540,9 @@ class _BandJudge:
         lo, hi = max(0, int(steps.min()) - PER_LOOKBACK), int(steps.max())
         cached = self.per_points
         if cached is None or cached[0] != per.pk or lo < cached[1] or hi > cached[2]:
-            receipt = getattr(self.evaluator, "receipt", None)
-            if getattr(receipt, "min_step", None) is not None:
-                lo, hi = min(lo, max(0, receipt.min_step - PER_LOOKBACK)), max(hi, receipt.max_step)
+            batches = getattr(self.evaluator, "batches", None)
+            if batches is not None and batches.min_step is not None:
+                lo, hi = min(lo, max(0, batches.min_step - PER_LOOKBACK)), max(hi, batches.max_step)
             per_steps, per_values, _ = read_points(per, lo, hi)
             order = np.argsort(per_steps, kind="stable")
             cached = self.per_points = (per.pk, lo, hi, per_steps[order], per_values[order])
@@ -967,8 +1002,9 @@ def _changed(progress) -> bool:
 
 
 class _Evaluator:
-    def __init__(self, receipt, run, rules, invalid=None):
-        self.receipt = receipt
+    def __init__(self, receipts, run, rules, invalid=None):
+        self.batches = None if receipts is None else Batches.of(receipts)
+        self.receipt = None if receipts is None else self.batches.latest  # what the changes it writes name
         self.run = run
         self.now = timezone.now()
         # Rules whose stored settings do not validate: {rule pk: why}. Never judged; where one applies
@@ -1066,7 +1102,7 @@ class _Evaluator:
             self.reference_cache[key] = []
             for ref in Series.objects.filter(run_id__in=self.reference_runs, metric=series.metric, component=series.component):
                 # The whole batch's span at once: one read per reference series per batch.
-                s, v, _ = read_points(ref, self.receipt.min_step - margin, self.receipt.max_step + margin)
+                s, v, _ = read_points(ref, self.batches.min_step - margin, self.batches.max_step + margin)
                 self.reference_cache[key].append((s, v))
         return self.reference_cache[key]
 
@@ -1074,11 +1110,11 @@ class _Evaluator:
         """Absence rules with `behind_steps`: a series of theirs that this batch left behind (it sent nothing
         while the run moved on) is held, and its alert extended while it stays silent; its next point
         resolves it (alerts/evaluation.py _absence)."""
-        end = getattr(self.receipt, "max_step", None)
+        end = self.batches.max_step
         if end is None:
             return
         in_batch = self.batch_series if self.batch_series is not None else set(
-            Block.objects.filter(receipt=self.receipt).values_list("series_id", flat=True))
+            Block.objects.filter(receipt_id__in=self.batches.ids).values_list("series_id", flat=True))
         for rule in rules:
             if rule.pk in self.invalid:
                 continue
@@ -1109,7 +1145,8 @@ class _Evaluator:
             if alert.condition != SILENT:
                 continue
             with _blamed(by_pk[rule_pk]):
-                self.resolve(by_pk[rule_pk], component, self.receipt.min_step if self.receipt.min_step is not None else alert.last_step)
+                self.resolve(by_pk[rule_pk], component,
+                             self.batches.min_step if self.batches.min_step is not None else alert.last_step)
                 for key, progress in self.progress_rows.items():
                     if key[0] == rule_pk and progress.state:
                         progress.state = {**progress.state, "last_time": None}
@@ -1187,34 +1224,41 @@ class _Evaluator:
 
     def batch_blocks(self):
         """The batch's blocks, attempts in the order they began (a batch can hold the end of one and the start of the next)."""
-        return list(Block.objects.filter(receipt=self.receipt).select_related("series").order_by("attempt", "id"))
+        return list(Block.objects.filter(receipt_id__in=self.batches.ids).select_related("series").order_by("attempt", "id"))
 
     def points(self, rules):
         blocks = self.batch_blocks()
         self.batch_series = {b.series_id for b in blocks}  # stale_series: who sent something in this batch
-        # Within an attempt, causes before symptoms: alerts fired at one step are created in this order.
-        blocks.sort(key=lambda b: (b.attempt, CAUSAL_RANK.get(b.series.metric, len(CAUSAL_RANK))))
-        jobs = []
-        for index, block in enumerate(blocks):
+        chosen_of, merged = {}, {}
+        for block in blocks:
             series = block.series
-            chosen = [r for r in rules if self.selects(r, series)]
-            if chosen:
-                steps, values, times = unpack(block.data)
-                if times is None:
-                    times = np.full(len(steps), self.receipt.received_at.timestamp())
-                info = self.phases.of(steps)
-                for rule in chosen:
-                    if rule.pk in self.invalid:
-                        self.faults.setdefault(rule.pk, self.invalid[rule.pk])
-                        continue
-                    with _blamed(rule):
-                        progress = self.progress(rule, series.component, series.metric)
-                        flags = self.flags(rule, progress, series, steps, values, times, info, block.attempt)
-                        if flags.band is not None:
-                            self.sample_band(rule, series, steps, flags.band)
-                    self.judged.add(rule.pk)
-                    jobs.append((rule, progress, series, steps, times, flags))
-            if index + 1 == len(blocks) or blocks[index + 1].attempt != block.attempt:
+            if series.pk not in chosen_of:
+                chosen_of[series.pk] = [r for r in rules if self.selects(r, series)]
+            if not chosen_of[series.pk]:
+                continue
+            steps, values, times = unpack(block.data)
+            if times is None:  # a block without times: its batch's arrival
+                times = np.full(len(steps), self.batches.received_at[block.receipt_id].timestamp())
+            # A series' blocks of several batches judged together are judged as one (alerts/batches.py).
+            merged.setdefault((block.attempt, series.pk), (block.attempt, series, []))[2].append((steps, values, times))
+        # Within an attempt, causes before symptoms: alerts fired at one step are created in this order.
+        parts = sorted(merged.values(), key=lambda m: (m[0], CAUSAL_RANK.get(m[1].metric, len(CAUSAL_RANK))))
+        jobs = []
+        for index, (attempt, series, pieces) in enumerate(parts):
+            steps, values, times = pieces[0] if len(pieces) == 1 else (np.concatenate(p) for p in zip(*pieces))
+            info = self.phases.of(steps)
+            for rule in chosen_of[series.pk]:
+                if rule.pk in self.invalid:
+                    self.faults.setdefault(rule.pk, self.invalid[rule.pk])
+                    continue
+                with _blamed(rule):
+                    progress = self.progress(rule, series.component, series.metric)
+                    flags = self.flags(rule, progress, series, steps, values, times, info, attempt)
+                    if flags.band is not None:
+                        self.sample_band(rule, series, steps, flags.band)
+                self.judged.add(rule.pk)
+                jobs.append((rule, progress, series, steps, times, flags))
+            if index + 1 == len(parts) or parts[index + 1][0] != attempt:
                 self.persist_in_step_order(jobs)
                 jobs = []
 
@@ -1234,13 +1278,18 @@ class _Evaluator:
         Only (rule, component)s with a held point or an open alert can change an alert: the others' points
         just count as clear, all at once. A series alone in its (rule, component) and held at every point
         goes through the step-by-step loop only up to the point its alert fires or is extended: after it,
-        its points extend that alert and nothing else (held_throughout)."""
+        its points extend that alert and nothing else (held_throughout). So does a series held at every point
+        from some step on (a fault that began in this batch, or in batches judged together), from the point
+        its alert fires or is extended there, once no series of its (rule, component) has a point left that
+        is not held (nothing is left that could resolve the alert)."""
         if not jobs:
             return
         busy = {(rule.pk, series.component) for rule, _, series, _, _, flags in jobs if flags.held.any()}
         busy |= {key for key in ((rule.pk, series.component) for rule, _, series, *_ in jobs) if key in self.open_alerts}
         alone = Counter((rule.pk, series.component) for rule, _, series, *_ in jobs)
         keys, listed, tails = [], {}, []
+        held_from = {}  # job: (position in its loop order from which every point is held, that order)
+        members = defaultdict(list)  # (rule, component): its jobs in the loop
         for j, (rule, progress, series, steps, times, flags) in enumerate(jobs):
             if (rule.pk, series.component) not in busy:
                 try:
@@ -1262,15 +1311,33 @@ class _Evaluator:
                 if k is not None and k + 1 < n:
                     index = within[:k + 1]
                     tails.append((j, within[k + 1:].tolist()))
+            elif not timed and "seconds" not in rule.persistence and flags.held.any():
+                within = np.lexsort((index, steps))
+                # A point not judged (neutral: an eval step a rule skips, a value its band cannot take) changes
+                # nothing in the loop: only a judged point that is not held ends a held stretch.
+                clear = ~flags.held[within] if flags.neutral is None else ~flags.held[within] & ~flags.neutral[within]
+                clear = np.flatnonzero(clear)
+                if not len(clear) or clear[-1] + 1 < n:  # held at its last judged points
+                    held_from[j] = (int(clear[-1]) + 1 if len(clear) else 0, within)
+            members[(rule.pk, series.component)].append(j)
             rank = CAUSAL_RANK.get(series.metric, len(CAUSAL_RANK))
             keys.append(np.stack([steps[index], np.full(len(index), rank), np.full(len(index), j), index], axis=1))
         if not keys:
             return
         points = np.concatenate(keys)
         order = np.lexsort((points[:, 3], points[:, 2], points[:, 1], points[:, 0]))
+        reached = dict.fromkeys(listed, 0)  # points of each job through the loop so far
+        tailing = set()
         for _, _, j, i in points[order].tolist():
+            if j in tailing:
+                continue
             try:  # inline, not _blamed(): this runs once per point and rule
                 self.persist_point(*listed[j], i)
+                reached[j] += 1
+                if j in held_from and reached[j] > held_from[j][0] and self.tails_from(j, i, listed, held_from, reached, members, tailing):
+                    rest = held_from[j][1][reached[j]:]
+                    tails.append((j, rest[jobs[j][5].held[rest]].tolist()))  # its neutral points change nothing
+                    tailing.add(j)
             except NOT_A_RULES_FAULT:
                 raise
             except Exception as exc:
@@ -1282,6 +1349,18 @@ class _Evaluator:
                 raise
             except Exception as exc:
                 raise RuleFailed(jobs[j][0]) from exc
+
+    def tails_from(self, j, i, listed, held_from, reached, members, tailing) -> bool:
+        """After held point i of job j, inside the stretch where the job is held at every point: whether its
+        remaining points can only extend its alert (persisted here and the alert open, and no job of its
+        (rule, component) with a point left that is not held), so they need not go through the loop."""
+        rule, progress, series, steps, times, flags = listed[j]
+        if reached[j] >= len(held_from[j][1]) or not flags.held[i]:
+            return False  # nothing left, or a point not judged (before it, the stretch may not have begun)
+        if (rule.pk, series.component) not in self.open_alerts or not self.persisted(rule, progress, steps[i], times[i]):
+            return False
+        return all(k == j or k in tailing or (k in held_from and reached[k] >= held_from[k][0])
+                   for k in members[(rule.pk, series.component)])
 
     @staticmethod
     def first_persisted(rule, progress, steps, times, order):
@@ -1350,8 +1429,8 @@ class _Evaluator:
         if key not in self.metric_points:
             same = [s for s in self.run_series_list() if s.metric == series.metric]
             # The batch's span and the step before it: what each series' judging of this batch asks for.
-            if getattr(self.receipt, "min_step", None) is not None:
-                lo, hi = min(lo, self.receipt.min_step - 1), max(hi, self.receipt.max_step)
+            if self.batches is not None and self.batches.min_step is not None:
+                lo, hi = min(lo, self.batches.min_step - 1), max(hi, self.batches.max_step)
             self.metric_points = {key: (lo, hi, read_points_of_many(same, lo, hi))}  # the latest batch's only
         start, end, points = self.metric_points[key]
         if lo < start or hi > end or series.pk not in points:
@@ -1426,7 +1505,7 @@ class _Evaluator:
                 self.resolve(rule, component, step)
 
     def events(self, rules):
-        for event in Event.objects.filter(receipt=self.receipt).order_by("step", "id"):
+        for event in Event.objects.filter(receipt_id__in=self.batches.ids).order_by("step", "id"):
             for rule in rules:
                 if not _event_counts(rule, event):
                     continue
@@ -1442,7 +1521,7 @@ class _Evaluator:
         The events this batch ended, and this batch's own events that have ended already (its resolved
         notification was evaluated first), so the order batches are evaluated in cannot leave an alert open.
         """
-        ended = Event.objects.filter(Q(ended_by=self.receipt) | Q(receipt=self.receipt, ended_at__isnull=False))
+        ended = Event.objects.filter(Q(ended_by_id__in=self.batches.ids) | Q(receipt_id__in=self.batches.ids, ended_at__isnull=False))
         ended = list(ended.order_by("step", "id"))
         if not ended:
             return
@@ -1454,7 +1533,7 @@ class _Evaluator:
                     continue
                 if any(e.component == event.component and _event_counts(rule, e) for e in still_open):
                     continue
-                self.resolve(rule, event.component, max(event.step, self.receipt.max_step or 0))
+                self.resolve(rule, event.component, max(event.step, self.batches.max_step or 0))
 
 
 def _event_counts(rule, event) -> bool:
@@ -1467,8 +1546,9 @@ def _event_counts(rule, event) -> bool:
     return bool(magnitude >= rule.params.get("min_magnitude", -np.inf))
 
 
-def evaluate_rules(receipt, run) -> bool:
-    """Judge the batch against the project's enabled rules; True when the run has an open alert after it.
+def evaluate_rules(receipts, run) -> bool:
+    """Judge the batch (or a run's batches judged together, alerts/batches.py) against the project's enabled
+    rules; True when the run has an open alert after it.
 
     Fault-isolated: a rule whose stored settings do not validate is not judged,
     and a rule that raises has everything this batch did rolled back (a
@@ -1476,12 +1556,14 @@ def evaluate_rules(receipt, run) -> bool:
     (alerts/faults.py) and the other rules' alerts fire as if it were not there.
     Only the database failing fails the batch, for the sweep to retry.
     """
+    batches = Batches.of(receipts)
+    receipt = batches.latest  # what faults are recorded against
     rules, invalid = _rules_for(run)
     failed = {}
     while True:
         try:
             with transaction.atomic():
-                evaluator = _judge(receipt, run, [r for r in rules if r.pk not in failed], invalid)
+                evaluator = _judge(batches, run, [r for r in rules if r.pk not in failed], invalid)
             break
         except RuleFailed as exc:
             cause = exc.__cause__
@@ -1521,9 +1603,11 @@ def _conditions_of(rule):
         return None
 
 
-def _judge(receipt, run, rules, invalid, evaluator=None):
-    """One batch through the rules; `evaluator` is a backtest's replay evaluator (alerts/backtest.py), else a live one."""
-    evaluator = evaluator or _Evaluator(receipt, run, rules, invalid)
+def _judge(receipts, run, rules, invalid, evaluator=None):
+    """One batch (or several, alerts/batches.py) through the rules; `evaluator` is a backtest's replay evaluator
+    (alerts/backtest.py), else a live one."""
+    evaluator = evaluator or _Evaluator(receipts, run, rules, invalid)
+    batches = evaluator.batches
     evaluator.end_silences(rules)
     point_rules = [r for r in rules if r.kind in POINT_KINDS]
     if point_rules:
@@ -1533,7 +1617,7 @@ def _judge(receipt, run, rules, invalid, evaluator=None):
         evaluator.save_band_samples()
     event_rules = [r for r in rules if r.kind == RuleKind.EVENT]
     # The batch's own events, and those it ended (an Alertmanager resolved notification brings no new event).
-    concerned = Event.objects.filter(Q(receipt=receipt) | Q(ended_by=receipt))
+    concerned = Event.objects.filter(Q(receipt_id__in=batches.ids) | Q(ended_by_id__in=batches.ids))
     conditions = set(concerned.values_list("condition", flat=True)) if event_rules else set()
     for rule in event_rules:
         wanted = _conditions_of(rule)

@@ -8,7 +8,8 @@ from django.dispatch import Signal
 # An alert was created (evaluation, the silent-run sweep): alert (with rule and run loaded), now.
 alert_fired = Signal()
 
-# A batch of a run was evaluated: run, receipt, now. Step-based work due at the run's new last step goes here.
+# A run's batch, or batches judged together (alerts/batches.py), was evaluated: run, receipt (the latest),
+# receipts (all of them, in arrival order), now. Step-based work due at the run's new last step goes here.
 batch_evaluated = Signal()
 
 # An incident opened or changed (an alert joined it, its origin or state followed its alerts, a person acted on it):

@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from alerts import backtest_jobs, engine
+from alerts.batches import waiting
 from alerts.health import health_frame
 from alerts.silence import alert_silent_runs
 from alerts.triage import sweep_mutes
@@ -54,7 +55,8 @@ def _evaluate_batch(receipt_id):
 def drain_run(run_pk: int) -> list[int]:
     """Evaluate the run's unevaluated batches in the order they were received; the ids evaluated.
 
-    Each batch is its own transaction, so its frames go out as soon as it is judged. Stops when none is
+    Each evaluation (the oldest batch, with those waiting behind it: alerts/batches.py) is its own transaction,
+    so its frames go out as soon as it is judged. Stops when none is
     left, when another worker holds the run (it drains the rest), or after DRAIN_SECONDS, queueing the rest.
     """
     done = []
@@ -71,7 +73,7 @@ def drain_run(run_pk: int) -> list[int]:
             if not _unevaluated(run_pk).exists():
                 return done
             continue
-        done.append(evaluated)
+        done.extend(evaluated)
         if time.monotonic() >= deadline:
             rest = _unevaluated(run_pk).order_by("pk").values_list("pk", flat=True).first()
             if rest is not None:
@@ -84,20 +86,24 @@ def _unevaluated(run_pk):
 
 
 def _evaluate_oldest(run_pk):
-    """The run's oldest unevaluated batch evaluated and marked in one transaction: its id, None, or BUSY."""
+    """The run's oldest unevaluated batches (alerts/batches.py waiting: the oldest, and those after it when
+    several wait) evaluated and marked in one transaction: their ids, None, or BUSY."""
     with transaction.atomic():
         if not _try_lock_run(run_pk):
             return BUSY
-        receipt = _unevaluated(run_pk).order_by("pk").first()  # pk order is arrival: ingest stores a run's batches one at a time
-        if receipt is None:
+        # pk order is arrival: ingest stores a run's batches one at a time
+        oldest = list(_unevaluated(run_pk).order_by("pk")[:settings.EVALUATION_BATCHES_AT_ONCE])
+        if not oldest:
             return None
+        receipts = waiting(oldest)
         started = time.perf_counter()
         with collected():  # its live frames go out after commit, one message per batch
-            engine.evaluate(receipt)
-        BatchReceipt.objects.filter(pk=receipt.pk).update(evaluated_at=timezone.now())
+            engine.evaluate(receipts)
+        ids = [r.pk for r in receipts]
+        BatchReceipt.objects.filter(pk__in=ids).update(evaluated_at=timezone.now())
         elapsed = time.perf_counter() - started
     metrics.observe("evaluation_seconds", elapsed, project=_project_of(run_pk) if metrics.with_projects() else None)
-    return receipt.pk
+    return ids
 
 
 def _project_of(run_pk):

@@ -10,10 +10,13 @@ from alerts.signals import batch_evaluated
 PATH = os.environ["EVALUATION_RECORD"]
 
 
-def record(sender, run, receipt, now, **kwargs):
-    line = {"pid": os.getpid(), "run": run.pk, "receipt": receipt.pk, "began": now.timestamp(), "ended": time.time()}
-    with open(PATH, "a") as fh:  # one short append per line: lines of two processes do not interleave
-        fh.write(json.dumps(line) + "\n")
+def record(sender, run, receipt, now, receipts=(), **kwargs):
+    ended = time.time()
+    # One line per batch, those judged together included (alerts/batches.py).
+    lines = "".join(json.dumps({"pid": os.getpid(), "run": run.pk, "receipt": r.pk, "began": now.timestamp(),
+                                "ended": ended}) + "\n" for r in (receipts or [receipt]))
+    with open(PATH, "a") as fh:  # one short append: lines of two processes do not interleave
+        fh.write(lines)
 
 
 batch_evaluated.connect(record, dispatch_uid="tests.evaluation_recorder")

@@ -10,8 +10,9 @@ from ingest.models import BatchReceipt
 
 
 @pytest.mark.django_db
-def test_a_drain_past_its_budget_queues_the_rest_and_every_batch_is_judged_in_order(sender, monkeypatch,
+def test_a_drain_past_its_budget_queues_the_rest_and_every_batch_is_judged_in_order(sender, monkeypatch, settings,
                                                                                     django_capture_on_commit_callbacks):
+    settings.EVALUATION_BATCHES_AT_ONCE = 1  # one batch an evaluation (tests/test_waiting_batches_judged_together.py)
     for b in range(4):
         with django_capture_on_commit_callbacks(execute=False):  # stored; their own tasks never queued
             body = orjson.dumps({"run": {"id": "backlog"}, "points": [{"step": b, "metric": "loss", "value": 1.0}]})
