@@ -481,7 +481,7 @@ def parse_args(argv=None):
     p.add_argument("--realistic-steps", type=int, default=4_000, help="realistic: steps a run (default 4,000)")
     p.add_argument("--profile", choices=["clean", "storm", "realistic"], help="cProfile that case's evaluation (its figure then includes the profiler)")
     p.add_argument("--batches-at-once", type=int, default=None,
-                   help="EVALUATION_BATCHES_AT_ONCE for the evaluation (default: the console's, 20); 1 judges one batch at a time")
+                   help="EVALUATION_BATCHES_AT_ONCE for the evaluation (default: the console's, 50); 1 judges one batch at a time")
     p.add_argument("--profile-clock", choices=["wall", "cpu"], default="wall",
                    help="realistic profile: wall time (default) or this process's CPU time (a loaded machine)")
     return p.parse_args(argv)

@@ -232,8 +232,8 @@ CELERY_TASK_ROUTES = {
 EVALUATION_SWEEP_SECONDS = env_int("EVALUATION_SWEEP_SECONDS", 60, minimum=5)
 # A run's waiting batches are judged together, up to these bounds (alerts/batches.py): judging costs about the
 # same per series whatever its points, so a backlog clears faster the longer it is. 1 judges one batch at a time.
-EVALUATION_BATCHES_AT_ONCE = env_int("EVALUATION_BATCHES_AT_ONCE", 20, minimum=1)
-EVALUATION_POINTS_AT_ONCE = env_int("EVALUATION_POINTS_AT_ONCE", 100_000, minimum=1)
+EVALUATION_BATCHES_AT_ONCE = env_int("EVALUATION_BATCHES_AT_ONCE", 50, minimum=1)
+EVALUATION_POINTS_AT_ONCE = env_int("EVALUATION_POINTS_AT_ONCE", 250_000, minimum=1)
 # A batch is queued once: ingest marks it queued as it hands it over (BatchReceipt.queued_at), and the sweeps take
 # only batches nobody holds (alerts/tasks.py queue_unheld). A mark older than this means the message was lost (a
 # task that failed, a message the broker dropped): the batch is queued again. Above the visibility timeout, so that
