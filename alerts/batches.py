@@ -6,7 +6,8 @@ sending many small batches) is judged several batches at a time: each series' po
 pass. The engine's verdicts do not depend on how a job cut its telemetry into batches (point-by-point
 semantics, alerts/bands.py judged_band; neighbours in step order, alerts/evaluation.py _absence), so this
 changes how fast a backlog clears, not what fires: one "extended" row per alert per evaluation instead of one
-per batch. The changes an evaluation writes name its latest batch.
+per batch. Each change an evaluation writes names the batch that brought its step (its latest for what no
+batch brought: a silence, an event's end).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ class Batches:
         self.min_step = min(a for a, _ in spans) if spans else None
         self.max_step = max(b for _, b in spans) if spans else None
         self.received_at = {r.pk: r.received_at for r in self.receipts}
+        self.by_pk = {r.pk: r for r in self.receipts}
 
     @classmethod
     def of(cls, receipts) -> Batches:

@@ -41,7 +41,7 @@ def evaluate(receipts):
         status = RunStatus.HEALTHY
     if status != run.status:
         publish_status(run, status, run.status, health=lambda: health_frame(run))  # a frame, sent when this evaluation commits
-    group_new_alerts(run, receipt, now)  # the batch's new alerts into incidents (alerts/incidents.py)
+    group_new_alerts(run, receipt, now, receipts=batches.receipts)  # the new alerts into incidents (alerts/incidents.py)
     signals.batch_evaluated.send(sender=None, run=run, receipt=receipt, receipts=batches.receipts, now=now)
     # The run's row is written once, last: an update holds the row's lock until evaluation commits, and the
     # run's next ingest (which saves the row) would otherwise wait out the evaluation behind it. The run's

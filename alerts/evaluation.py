@@ -1030,6 +1030,7 @@ class _Evaluator:
         self.touched = set()  # progress rows this batch changed: only these are written back
         self.band_samples = {}
         self.batch_series = None  # points(): the series this batch brought
+        self.spans, self.attempt_now = {}, None  # points(): each attempt's (first, last, batch) blocks (receipt_at)
 
     # What the evaluator reads and writes besides judging: a backtest (alerts/backtest.py) replaces these
     # with state kept in memory, so it runs this same judging code without a row written.
@@ -1049,7 +1050,7 @@ class _Evaluator:
     def create_alert(self, **fields):
         self.flush_changes()  # rows are written in the order the changes happened
         alert = Alert.objects.create(**fields)
-        record_change(alert, ChangeKind.FIRED, step=fields["fired_step"], at=self.now, receipt=self.receipt)
+        record_change(alert, ChangeKind.FIRED, step=fields["fired_step"], at=self.now, receipt=self.receipt_at(fields["fired_step"]))
         apply_mutes(alert, self.now)  # under an active mute it is created muted, with its own row
         return alert
 
@@ -1059,7 +1060,7 @@ class _Evaluator:
             self.alert_updates.setdefault(pk, (alert, {}))[1].update(updates)
         if pk not in self.extended:
             self.pending_changes.append(AlertChange(alert=alert, kind=ChangeKind.EXTENDED, step=step, at=self.now,
-                                                    receipt=self.receipt))
+                                                    receipt=self.receipt_at(step)))
             self.extended.add(alert.pk)
 
     def flush_changes(self):
@@ -1078,7 +1079,18 @@ class _Evaluator:
         _, pending = self.alert_updates.pop(alert.pk, (None, {}))
         Alert.objects.filter(pk=alert.pk).update(**pending, state=AlertState.RESOLVED, resolved_at=self.now)
         alert.state, alert.resolved_at = AlertState.RESOLVED, self.now
-        record_change(alert, ChangeKind.RESOLVED, step=step, at=self.now, receipt=self.receipt)
+        record_change(alert, ChangeKind.RESOLVED, step=step, at=self.now, receipt=self.receipt_at(step))
+
+    def receipt_at(self, step):
+        """The batch a change at `step` is recorded against: of several judged together, the first to bring that
+        step in the attempt being judged (what came before a restart stays before it: reviews/chronicle.py
+        reads causes in that order); else the latest."""
+        if self.batches is None or len(self.batches) == 1 or not self.spans:
+            return self.receipt
+        for first, last, receipt_id in self.spans.get(self.attempt_now, ()):
+            if first <= step <= last:
+                return self.batches.by_pk[receipt_id]
+        return self.receipt
 
     def progress(self, rule, component, metric):
         key = (rule.pk, component, metric)
@@ -1229,6 +1241,11 @@ class _Evaluator:
     def points(self, rules):
         blocks = self.batch_blocks()
         self.batch_series = {b.series_id for b in blocks}  # stale_series: who sent something in this batch
+        if len(self.batches) > 1:
+            spans = defaultdict(list)
+            for block in blocks:
+                spans[block.attempt].append((block.first_step, block.last_step, block.receipt_id))
+            self.spans = {attempt: sorted(found, key=lambda s: s[2]) for attempt, found in spans.items()}
         chosen_of, merged = {}, {}
         for block in blocks:
             series = block.series
@@ -1259,6 +1276,7 @@ class _Evaluator:
                 self.judged.add(rule.pk)
                 jobs.append((rule, progress, series, steps, times, flags))
             if index + 1 == len(parts) or parts[index + 1][0] != attempt:
+                self.attempt_now = attempt
                 self.persist_in_step_order(jobs)
                 jobs = []
 

@@ -206,7 +206,7 @@ def window_steps(project_id) -> int:
 
 # --- grouping, as evaluation creates alerts ------------------------------------------------------------
 
-def group_new_alerts(run, receipt=None, now=None) -> list[Incident]:
+def group_new_alerts(run, receipt=None, now=None, receipts=None) -> list[Incident]:
     """Put every alert of the run that is in no incident into one; bring the incidents the batch touched up to date.
 
     Idempotent: an alert is grouped once (its `incident` is set with a conditional update, under a lock
@@ -216,10 +216,12 @@ def group_new_alerts(run, receipt=None, now=None) -> list[Incident]:
 
     now = now or timezone.now()
     touched_ids = set()
-    if receipt is not None:
-        # Incidents whose alerts this batch extended or resolved: their state, first step and origin follow.
+    receipts = receipts or ([receipt] if receipt is not None else [])
+    if receipts:
+        # Incidents whose alerts this batch (or the batches judged with it) extended or resolved: their state,
+        # first step and origin follow.
         touched_ids = set(
-            AlertChange.objects.filter(receipt=receipt, alert__incident__isnull=False)
+            AlertChange.objects.filter(receipt__in=receipts, alert__incident__isnull=False)
             .values_list("alert__incident_id", flat=True).distinct()
         )
     # Most batches change no alert: answer them without taking the run's row lock.

@@ -10,8 +10,10 @@ os.environ.setdefault("NOTIFY_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
 # Under pytest-xdist each worker process gets its own Redis database (its own Celery queues, channel groups,
 # caches and counts) and its own folder for the embedded console's files, as pytest-django gives it its own
 # test database; set in the environment so that the workers and servers a test starts use the same ones.
+# Once, in the pytest worker: the processes a test starts inherit the result (and may be given a Redis of their own).
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-if _worker.startswith("gw"):
+if _worker.startswith("gw") and os.environ.get("WL_TEST_WORKER_SETTINGS") != _worker:
+    os.environ["WL_TEST_WORKER_SETTINGS"] = _worker
     _index = int(_worker[2:])
     if os.environ.get("REDIS_URL"):
         from urllib.parse import urlsplit, urlunsplit

@@ -65,8 +65,10 @@ def test_two_workers_judge_two_runs_at_once_each_in_arrival_order(celery_worker,
 
     record = tmp_path / "evaluations.jsonl"
     args = ("--include", "tests.evaluation_recorder")
-    with celery_worker(wait_ready=False, args=args, EVALUATION_RECORD=record) as first, \
-            celery_worker(wait_ready=False, args=args, EVALUATION_RECORD=record) as second:
+    # Four batches at once at most (alerts/batches.py): ten evaluations a run, so the two runs' overlap in time.
+    env = {"EVALUATION_RECORD": record, "EVALUATION_BATCHES_AT_ONCE": 4}
+    with celery_worker(wait_ready=False, args=args, **env) as first, \
+            celery_worker(wait_ready=False, args=args, **env) as second:
         assert wait_until(lambda: not unevaluated(), 120), first.output()[-3000:] + second.output()[-3000:]
 
     lines = [json.loads(line) for line in record.read_text().splitlines()]

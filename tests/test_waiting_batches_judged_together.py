@@ -91,6 +91,10 @@ def test_a_backlog_is_judged_in_few_evaluations_with_the_same_alerts(judged):
     assert [len(e) for e in together] == [8, 8, 4]  # arrival order, at most eight at once
     assert sum(together, []) == sorted(sum(together, []))
     assert alerts_of("together") == alerts_of("one-by-one")
+    # Each change names the batch that brought its step, not the last batch of its evaluation (the chronicle
+    # reads what came before a restart from the batches' order).
+    nan = AlertChange.objects.get(alert__run__run_id="together", alert__rule__name="nonfinite-loss", kind="fired")
+    assert nan.receipt.min_step <= NAN_AT <= nan.receipt.max_step
     fired = {name: (first, state) for name, _, _, first, _, _, state in alerts_of("together")}
     assert fired["nonfinite-loss"][0] == NAN_AT
     # The drop lasts to the last step, across the change to lr_decay: open, and extended to the end.
