@@ -15,6 +15,7 @@ again (403), and an alert outside the user's projects is a 404.
 """
 import json
 from collections import defaultdict
+from types import SimpleNamespace
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -35,7 +36,7 @@ from alerts.forms import RuleForm
 from alerts.models import Alert, AlertState, Incident, Mute, MuteEndReason, MuteScope, Rule, RuleRevision, Verdict
 from alerts.rules import delete_rule, EDIT_DENIED, save_rule
 from alerts.starter import RUNBOOKS
-from opsconsole.permissions import can_edit_rules, can_triage, rule_admin_projects, visible_projects
+from opsconsole.permissions import can_edit_rules, can_triage, rule_admin_projects, triage_project_ids, visible_projects
 from opsconsole.templatetags.times import when_text
 
 
@@ -223,6 +224,24 @@ def _inbox_url(request):
     return reverse("console:inbox") + (f"?{query}" if query else "")
 
 
+def _url_for_each(name, suffix=""):
+    """pk -> reverse(name, args=[pk]) + suffix, reversed once: the inbox's 100 rows need ~400 of them, at ~0.1 ms each."""
+    marker = "2147483647"  # any pk the route takes; replaced by each row's
+    head, tail = reverse(name, args=[int(marker)]).rsplit(marker, 1)
+    return lambda pk: f"{head}{pk}{tail}{suffix}"
+
+
+def _add_urls(alerts, incidents, suffix):
+    """Each row's `urls`: its actions' (carrying the inbox's filters, `suffix`) and an incident's page."""
+    for targets, routes in ((alerts, {name: _url_for_each(f"console:inbox_{name}", suffix)
+                                      for name in ("acknowledge", "resolve", "verdict", "new_normal", "mute")}),
+                            (incidents, {**{name: _url_for_each(f"console:inbox_incident_{name}", suffix)
+                                            for name in ("acknowledge", "verdict", "mute")},
+                                         "page": _url_for_each("console:incident")})):
+        for target in targets:
+            target.urls = {name: url(target.pk) for name, url in routes.items()}
+
+
 def _magnitude(alert):
     if alert.magnitude is None:
         return "—"
@@ -247,12 +266,13 @@ def _render_inbox(request, failed=None, status=200):
     mutes = list(
         Mute.objects.active(timezone.now()).filter(rule_id__in={a.rule_id for a in muted}).order_by("-expires_at")
     ) if muted else []
-    triagers = {}
+    # Who may act, and how long a mute may last, for every project on the page at once (not a query per project).
+    page_projects = {a.run.project_id for a in page.object_list}
+    triagers = triage_project_ids(request.user, page_projects)
+    longest = triage.max_duration_words_of(page_projects) if page_projects else {}
 
     def may_act(project):
-        if project.pk not in triagers:
-            triagers[project.pk] = can_triage(request.user, project)
-        return triagers[project.pk]
+        return project.pk in triagers
 
     def failed_on(kind, pk):
         if failed and failed[0] == (kind, pk):
@@ -265,18 +285,19 @@ def _render_inbox(request, failed=None, status=200):
         alert.mute = next((m for m in mutes if m.covers(alert)), None) if alert.state == AlertState.MUTED else None
         alert.needs_review = review.needs_review(alert)
         alert.failed = failed_on("alert", alert.pk)
+        # What the row's {% if %}s compare: a plain attribute (a lookup through None costs the template an exception).
+        alert.failed_action = alert.failed["action"] if alert.failed else ""
     entries = _by_incident(page.object_list, may_act, failed_on)
     # The forms static/js/inbox-panels.js copies into rows: only for someone who may act on one of them.
     any_can_act = any(a.can_act for a in page.object_list) or any(
         e["incident"].can_act for e in entries if e.get("incident") is not None)
-    longest = {}
-    for target in [*page.object_list, *(e["incident"] for e in entries if e.get("incident") is not None)]:
-        project_id = target.run.project_id
-        if project_id not in longest:
-            longest[project_id] = triage.max_duration_words(project_id)
+    page_incidents = [e["incident"] for e in entries if e.get("incident") is not None]
+    _add_urls(page.object_list, page_incidents, f"?{params.urlencode()}" if params else "")
+    for target in [*page.object_list, *page_incidents]:
         # The mute form says how far ahead a chosen end may lie in this project (MuteSettings).
-        target.max_mute = longest[project_id]
+        target.max_mute = longest[target.run.project_id]
     quiet = quiet_count = None
+    quiet_more = False
     unreviewed_runs, unreviewed_count = [], 0
     if filters["state"] == "open":
         # Runs with an alert nobody acted on: the default view never reads as all clear while one exists.
@@ -288,7 +309,10 @@ def _render_inbox(request, failed=None, status=200):
         # Alerts that ended by themselves with nobody's verdict: counted, so false-alarm rates can be.
         unjudged = triage.inbox_alerts(request.user, state=triage.RESOLVED_NO_VERDICT, project=filters["project"],
                                        rule=filters["rule"])
-        quiet_count = unjudged.count()
+        # Counted up to QUIET_COUNTED: past that the page says "more than", and the count costs the same at 48,000.
+        quiet_count = unjudged[:QUIET_COUNTED + 1].count()
+        quiet_more = quiet_count > QUIET_COUNTED
+        quiet_count = min(quiet_count, QUIET_COUNTED)
         quiet = list(unjudged[:QUIET_SHOWN])
         for alert in quiet:
             alert.magnitude_text = _magnitude(alert)
@@ -303,6 +327,7 @@ def _render_inbox(request, failed=None, status=200):
         "entries": entries,
         "quiet": quiet,
         "quiet_count": quiet_count,
+        "quiet_more": quiet_more,
         "unreviewed_runs": unreviewed_runs,
         "unreviewed_count": unreviewed_count,
         "filters": filters,
@@ -310,9 +335,8 @@ def _render_inbox(request, failed=None, status=200):
         "states": [(value, STATE_LABELS[value]) for value in triage.INBOX_STATES],
         "projects": projects,
         "rules": rules,
-        "query": params.urlencode(),
-        "query_suffix": f"?{params.urlencode()}" if params else "",
         "any_can_act": any_can_act,
+        "review_start_url": reverse("console:review-start"),
         "paging_query": paging.urlencode(),
         "durations": triage.MUTE_DURATIONS,
         "verdicts": Verdict.choices,
@@ -323,8 +347,20 @@ def _render_inbox(request, failed=None, status=200):
 
 # How many of the alerts that resolved by themselves without a verdict the open inbox lists (all: the filter).
 QUIET_SHOWN = 20
+# How many of them the open inbox counts; past this it says "more than 1,000" (the filter's pager counts them all).
+QUIET_COUNTED = 1000
 # How many of the runs with an alert nobody looked at the open inbox names (all of them are counted).
 UNREVIEWED_NAMED = 10
+
+
+class _Member:
+    """An incident's alert as blast_radius reads it (incidents.origin_key: its rule's kind and name, metric, step...)."""
+
+    __slots__ = ("pk", "metric", "component", "magnitude", "first_step", "rule")
+
+    def __init__(self, pk, metric, component, magnitude, first_step, rule):
+        self.pk, self.metric, self.component, self.magnitude, self.first_step, self.rule = (
+            pk, metric, component, magnitude, first_step, rule)
 
 
 def _by_incident(alerts, may_act, failed_on):
@@ -333,7 +369,7 @@ def _by_incident(alerts, may_act, failed_on):
     ids = {a.incident_id for a in alerts if a.incident_id is not None}
     found = {
         i.pk: i for i in Incident.objects.filter(pk__in=ids).select_related("run__project", "origin__rule")
-        .annotate(alert_count=Count("alerts")).prefetch_related("reviews")  # reviews that opened on it (reviews app)
+        .prefetch_related("reviews")  # reviews that opened on it (reviews app)
     }
     entries, placed = [], {}
     for alert in alerts:
@@ -346,16 +382,21 @@ def _by_incident(alerts, may_act, failed_on):
             entries.append(placed[incident.pk])
         placed[incident.pk]["alerts"].append(alert)
     members = defaultdict(list)  # every incident's alerts in one query, not one per incident on the page
-    # Only what blast_radius reads: an incident on the page can hold dozens of alerts (33 a run in
-    # benchmarks/read_paths.py), and whole rows with their rules' JSON cost the page a third of its time.
-    for alert in (Alert.objects.filter(incident__in=list(placed)).select_related("rule")
-                  .only("incident_id", "metric", "condition", "component", "magnitude", "first_step", "rule__kind", "rule__name")):
-        members[alert.incident_id].append(alert)
+    # Only what blast_radius reads, as plain rows: an incident on the page can hold dozens of alerts (33 a run in
+    # benchmarks/read_paths.py), and 1,700 model instances (with their rules) cost the page ~80 ms.
+    rules = {}
+    for pk, incident_id, metric, component, magnitude, first_step, rule_id, kind, name in (
+            Alert.objects.filter(incident__in=list(placed)).order_by()
+            .values_list("pk", "incident_id", "metric", "component", "magnitude", "first_step", "rule_id", "rule__kind", "rule__name")):
+        rule = rules.get(rule_id) or rules.setdefault(rule_id, SimpleNamespace(kind=kind, name=name))
+        members[incident_id].append(_Member(pk, metric, component, magnitude, first_step, rule))
     for entry in placed.values():
         incident = entry["incident"]
         incident.can_act = may_act(incident.run.project)
+        incident.alert_count = len(members[incident.pk])  # every alert of it was read above: no COUNT joining all alerts
         incident.count_words = f"{incident.alert_count} alert{'' if incident.alert_count == 1 else 's'}"
         incident.failed = failed_on("incident", incident.pk)
+        incident.failed_action = incident.failed["action"] if incident.failed else ""
         incident.origin_text = incidents.describe_origin(incident.origin) if incident.origin else "—"
         incident.reach = incidents.blast_radius(members[incident.pk], incident.origin) if incident.origin else []
         # Shown open when one of its rows holds a refused form, so the error is seen.

@@ -95,6 +95,11 @@ def max_duration_words(project_id=None):
     return _duration_words(MuteSettings.of(project_id).max_duration)
 
 
+def max_duration_words_of(project_ids) -> dict:
+    """max_duration_words for several projects in one query: {project_id: words}."""
+    return {pk: _duration_words(s.max_duration) for pk, s in MuteSettings.of_projects(set(project_ids)).items()}
+
+
 def acknowledge(alert, user, now=None):
     """Firing or muted → acknowledged. Returns the new row, or None if it was acknowledged already.
 
