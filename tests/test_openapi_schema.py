@@ -3,7 +3,7 @@
 Every operation declares the credentials it takes (the project and personal bearer tokens, ingest
 and Alertmanager included), its request bodies (the JSON batch and NDJSON for ingest), the 4xx
 statuses it answers in the API's error body, and the constraints of its parameters. That the API
-keeps to all of it is what tests/test_api_fuzzing.py checks, with Schemathesis.
+keeps to all of it is what tests/test_api_fuzzing_*_token.py checks, with Schemathesis.
 """
 import re
 
