@@ -15,18 +15,17 @@ from django.conf import settings
 
 
 class Batches:
-    """One run's batches, in arrival order, judged as one: their ids, span of steps and arrival times."""
+    """One run's batches, in arrival order, judged as one: their ids and their span of steps."""
 
     def __init__(self, receipts):
         self.receipts = list(receipts)
         if not self.receipts:
             raise ValueError("no batch to judge")
-        self.latest = self.receipts[-1]  # changes and rule faults are recorded against it
+        self.latest = self.receipts[-1]  # rule faults, and changes at a step no batch brought, name it
         self.ids = [r.pk for r in self.receipts]
         spans = [(r.min_step, r.max_step) for r in self.receipts if r.min_step is not None]
         self.min_step = min(a for a, _ in spans) if spans else None
         self.max_step = max(b for _, b in spans) if spans else None
-        self.received_at = {r.pk: r.received_at for r in self.receipts}
         self.by_pk = {r.pk: r for r in self.receipts}
 
     @classmethod

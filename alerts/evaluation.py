@@ -1242,10 +1242,15 @@ class _Evaluator:
         blocks = self.batch_blocks()
         self.batch_series = {b.series_id for b in blocks}  # stale_series: who sent something in this batch
         if len(self.batches) > 1:
-            spans = defaultdict(list)
+            # Each batch's steps per attempt, in arrival order (receipt_at).
+            spans = {}
             for block in blocks:
-                spans[block.attempt].append((block.first_step, block.last_step, block.receipt_id))
-            self.spans = {attempt: sorted(found, key=lambda s: s[2]) for attempt, found in spans.items()}
+                key = (block.attempt, block.receipt_id)
+                first, last = spans.get(key, (block.first_step, block.last_step))
+                spans[key] = (min(first, block.first_step), max(last, block.last_step))
+            self.spans = defaultdict(list)
+            for (attempt, receipt_id), (first, last) in sorted(spans.items(), key=lambda item: item[0][1]):
+                self.spans[attempt].append((first, last, receipt_id))
         chosen_of, merged = {}, {}
         for block in blocks:
             series = block.series
@@ -1255,7 +1260,7 @@ class _Evaluator:
                 continue
             steps, values, times = unpack(block.data)
             if times is None:  # a block without times: its batch's arrival
-                times = np.full(len(steps), self.batches.received_at[block.receipt_id].timestamp())
+                times = np.full(len(steps), self.batches.by_pk[block.receipt_id].received_at.timestamp())
             # A series' blocks of several batches judged together are judged as one (alerts/batches.py).
             merged.setdefault((block.attempt, series.pk), (block.attempt, series, []))[2].append((steps, values, times))
         # Within an attempt, causes before symptoms: alerts fired at one step are created in this order.
