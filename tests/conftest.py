@@ -77,15 +77,21 @@ def _fast_and_eager(settings):
 @pytest.fixture(autouse=True)
 def _process_state_reset():
     # State that outlives a test: the broker's breaker (a test with Redis down leaves it open), and the
-    # login and token throttle's counts (the suite logs in from 127.0.0.1 many times, and sends bad tokens).
+    # login and token throttle's counts (the suite logs in from 127.0.0.1 many times, and sends bad tokens),
+    # and Celery's "joins will block" flag, which a worker started in this process (start_worker, solo pool)
+    # leaves set, so that a later test's result.get() is refused as if it ran inside a task.
+    from celery._state import _set_task_join_will_block
+
     from alerts.tasks import BROKER
     from opsconsole import throttle
 
     BROKER.reset()
     throttle.reset()
+    _set_task_join_will_block(False)
     yield
     BROKER.reset()
     throttle.reset()
+    _set_task_join_will_block(False)
 
 
 @pytest.fixture
