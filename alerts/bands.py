@@ -30,8 +30,10 @@ did at that step.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, fields
 
+import bottleneck as bn
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -39,6 +41,22 @@ from alerts.params import default
 
 ABS_FLOOR = 1e-12
 RECENT_POINTS = 10  # the level extrapolated from a window's trend stays between its second half and these last points
+# Two band rules often judge one series with the same window (gradient-explosion and vanishing-gradient on a
+# grad_norm, loss-spike and loss-under-trend on the loss), back to back: they differ only in width, floor and
+# caps, so the level and spread of the same history are computed once. Keyed by the history's exact bytes.
+CORE_CACHE_SIZE = 64
+_core_cache: OrderedDict = OrderedDict()
+
+
+def row_medians(rows: np.ndarray) -> np.ndarray:
+    """np.median along the last axis, the same numbers, without its NaN checks and reductions (a band's rows
+    are finite; np.median's overhead was most of the time of the small ones)."""
+    n = rows.shape[-1]
+    k = n // 2
+    if n % 2:
+        return np.partition(rows, k, axis=-1)[..., k]
+    middle = np.partition(rows, (k - 1, k), axis=-1)
+    return (middle[..., k - 1] + middle[..., k]) / 2  # np.median: the mean of the middle two
 
 
 @dataclass(frozen=True)
@@ -147,27 +165,37 @@ def _anchor_at(values, positions, params: BandParams):
     if ready.any():
         full = ready & (positions >= 2 * w)
         if full.any():
-            windows = sliding_window_view(values, w)[positions[full] - 2 * w]
-            anchor[full] = np.median(windows, axis=1)
+            anchor[full] = trailing_medians(values, w)[positions[full] - w - 1]
         for j in np.flatnonzero(ready & ~full).tolist():
-            anchor[j] = np.median(values[:positions[j] - w])
+            anchor[j] = row_medians(values[:positions[j] - w])
     return anchor
 
 
-def _level_and_spread(windows: np.ndarray):
-    """Robust level extrapolated one point past each row, and the robust σ around the row's trend."""
-    w = windows.shape[1]
+def trailing_medians(values: np.ndarray, n: int) -> np.ndarray:
+    """[i]: the median of values[i-n+1:i+1] (NaN for i < n-1), the same numbers as np.median of each window.
+
+    A moving median (bottleneck's, O(log n) a step) instead of one median per window: a band's windows overlap
+    all but one point, and partitioning each anew was a quarter of evaluation's time."""
+    return bn.move_median(values, n)
+
+
+def _level_and_spread(values: np.ndarray, starts: np.ndarray, w: int):
+    """Robust level extrapolated one point past each window values[s:s+w] (s in `starts`), and the robust σ
+    around the window's trend."""
     h = w // 2
-    first = np.median(windows[:, :h], axis=1)
-    second = np.median(windows[:, w - h:], axis=1)
+    halves = trailing_medians(values, h)
+    first = halves[starts + h - 1]
+    second = halves[starts + w - 1]
     # Centres of the halves sit (w - h) indices apart; the second's centre is at w - h + (h - 1) / 2.
     slope = (second - first) / (w - h)
     second_at = w - h + (h - 1) / 2
     trend = second[:, None] + slope[:, None] * (np.arange(w) - second_at)
-    sigma = 1.4826 * np.median(np.abs(windows - trend), axis=1)
+    windows = sliding_window_view(values, w)[starts]
+    sigma = 1.4826 * row_medians(np.abs(windows - trend))
     r = _recent(w)
-    last = windows[:, w - r:]
-    recent = np.clip(np.median(last, axis=1) + slope * (r + 1) / 2, last.min(axis=1), last.max(axis=1))
+    ends = starts + w - 1
+    recent = np.clip(trailing_medians(values, r)[ends] + slope * (r + 1) / 2,
+                     bn.move_min(values, r)[ends], bn.move_max(values, r)[ends])
     return _within(second + slope * (w - second_at), second, recent), sigma, slope
 
 
@@ -220,25 +248,46 @@ def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) ->
     they were judged; positions without `min_history` earlier values get NaN.
     """
     values = np.asarray(values, dtype=float)
+    positions = np.asarray(positions, dtype=np.int64)
+    key = (values.tobytes(), positions.tobytes(), params.window, params.min_history, params.scale,
+           params.drift_ratio is not None)
+    core = _core_cache.get(key)
+    if core is None:
+        core = _core(values, positions, params)
+        _core_cache[key] = core
+        if len(_core_cache) > CORE_CACHE_SIZE:
+            _core_cache.popitem(last=False)
+    else:
+        _core_cache.move_to_end(key)
+    centre, sigma, slope, anchor, last = core
+    band = _finish(centre, sigma, params, anchor)
+    band.last = last
+    band.slope = slope
+    return band
+
+
+def _core(values, positions, params: BandParams):
+    """What band_at's band is made of before its width, floor and caps: (centre, σ, slope, anchor, last), in the
+    judging scale but `last`; read-only, as they may be shared by two rules' bands."""
     if params.scale == "ratio":
         values = to_log(values)
-    positions = np.asarray(positions, dtype=np.int64)
     centre = np.full(len(positions), np.nan)
     sigma = np.full(len(positions), np.nan)
     slope = np.full(len(positions), np.nan)
     full = positions >= params.window
     if full.any():
-        windows = sliding_window_view(values, params.window)[positions[full] - params.window]
-        centre[full], sigma[full], slope[full] = _level_and_spread(windows)
+        centre[full], sigma[full], slope[full] = _level_and_spread(values, positions[full] - params.window, params.window)
     short = ~full & (positions >= params.min_history)
     if short.any():
         centre[short], sigma[short], slope[short] = _prefix_level_and_spread(values, positions[short])
     anchor = _anchor_at(values, positions, params) if params.drift_ratio is not None else None
-    band = _finish(centre, sigma, params, anchor)
     last = np.where(positions > 0, values[np.clip(positions - 1, 0, max(0, len(values) - 1))] if len(values) else np.nan, np.nan)
-    band.last = np.exp(last) if params.scale == "ratio" else last
-    band.slope = slope
-    return band
+    if params.scale == "ratio":
+        last = np.exp(last)
+    for array in (centre, sigma, slope, anchor, last):
+        if array is not None:
+            array.flags.writeable = False
+    return centre, sigma, slope, anchor, last
 
 
 def reference_band(reference_points, steps, params: BandParams = BandParams()) -> Band:

@@ -37,12 +37,15 @@ What it does:
 5. `realistic` (--workload realistic, or all, the default): 3 noisy runs (--runs) and a storm run, each 70
    series x 4,000 steps plus a val_loss every 250 steps in an `eval` phase of its own; fp16 overflow steps (a NaN
    loss, non-finite gradients) in every run, a lasting drop (throughput halved, steps twice as slow from 60% on)
-   in the second; their batches interleaved as from concurrent jobs. Timed: storing them all in this process
-   (ingest.service.ingest_batch on each parsed body: one web process's own work without its HTTP layer, so a
-   little faster than one), then judging them all in receipt order with the worker's task body; the ratio of the
-   two, target ≥ 1.0; queries per batch, RuleProgress's rows and sizes, and the CPU seconds of this process and
-   its PostgreSQL backend for each (on a shared machine wall time also waits for a CPU). --profile realistic adds
-   cProfile and the queries by statement and table.
+   in the second; their batches interleaved as from concurrent jobs. Timed: storing them all through one web
+   process (`--ingest http`, the default: `uvicorn` with one worker process, DEBUG off, one client over keep-alive
+   posting the pre-serialized bodies, each batch's evaluation queued on Redis db 15 (--redis-url) and left there),
+   or in this process (`--ingest process`: ingest.service.ingest_batch on each parsed body, a web process's own
+   work without its HTTP layer, stricter), then judging them all in receipt order with the worker's task body;
+   the ratio of the two, target ≥ 1.0 (the issue's: one worker keeps up with one web process); queries per batch,
+   RuleProgress's rows and sizes, and the CPU seconds of each side (the web process or this one, and PostgreSQL)
+   (on a shared machine wall time also waits for a CPU). --profile realistic adds cProfile and the queries by
+   statement and table.
 
 Prints the workload (series, steps, batch size, rules installed, alerts open and fired per run, changes
 written), the figures, each target beside its figure with MET/MISSED, and per run a digest of the alerts and
@@ -255,6 +258,48 @@ def store(project, bodies):
         signals.batch_stored.connect(queue_stored_batch, dispatch_uid="alerts.evaluate")
 
 
+def http_store(args, bodies, counts):
+    """Through one web process: (seconds to post every body, CPU seconds of the web process, of PostgreSQL).
+
+    The batches' evaluations are queued on Redis (db flushed first) and left there: this process judges them
+    afterwards, as the one worker would."""
+    bench.flush_redis(args.redis_url)
+    env = dict(HTTP_ENV, REDIS_URL=args.redis_url)
+    with tempfile.TemporaryDirectory(prefix="wl-evalbench-http-") as logdir:
+        server = support.Server(env, Path(logdir) / "uvicorn.log")
+        try:
+            server.wait_ready()
+            # PostgreSQL's side: every backend of the database but this process's own.
+            pg_before, web_before = postgres_cpu(), bench.cpu_seconds(server.proc.pid)
+            elapsed, stats = bench.send_all(server.port, HTTP_TOKEN[0], bodies, counts, 1, "realistic over HTTP")
+            web_cpu, pg_cpu = bench.cpu_seconds(server.proc.pid) - web_before, postgres_cpu() - pg_before
+            server.check_alive()
+        finally:
+            server.stop()
+        if stats.failures or stats.done != len(bodies):
+            raise SystemExit(f"realistic over HTTP: {stats.done} of {len(bodies)} answered; {len(stats.failures)} failed batches, e.g. {stats.failures[:3]}\n"
+                             f"{server.log_text()[-3000:]}")
+    return elapsed, web_cpu, pg_cpu
+
+
+def postgres_cpu():
+    """CPU seconds so far of the PostgreSQL backends serving this benchmark's database, but this process's own."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        pids = [pid for (pid,) in cursor.fetchall()]
+    total = 0.0
+    for pid in pids:
+        seconds = bench.cpu_seconds(pid)
+        if seconds == seconds:  # a backend that ended since: not counted
+            total += seconds
+    return total
+
+
+HTTP_ENV, HTTP_TOKEN = {}, [None]  # main's service environment and the project's ingest token, for http_store
+
+
 def evaluate_run(run_id, profile=False):
     """Each stored batch of the run as the worker judges it (its run's oldest unevaluated batch, under the run's
     evaluation lock, in one transaction), timed one by one in receipt order: (seconds, CPU seconds, per-batch times)."""
@@ -364,9 +409,17 @@ def realistic(args, project):
           f"{args.realistic_steps:,} steps of {args.realistic_series} series + val_loss every {EVAL_EVERY} steps "
           f"(an eval phase); {npoints:,} points in {len(arrivals)} batches of {args.batch_points:,}, interleaved "
           f"(built in {time.perf_counter() - t:.1f}s) ==", flush=True)
-    server, cpu = backend_cpu(), time.process_time()
-    stored = store(project, [body for _, body, _ in arrivals])
-    ingest_cpu, ingest_server = time.process_time() - cpu, None if server is None else backend_cpu() - server
+    bodies = [body for _, body, _ in arrivals]
+    if args.ingest == "http":
+        stored, ingest_cpu, ingest_server = http_store(args, bodies, [count for _, _, count in arrivals])
+        ingest_label = ("one web process (uvicorn, 1 worker process, DEBUG off, one client over keep-alive, "
+                        "evaluations queued on Redis and left)")
+    else:
+        server, cpu = backend_cpu(), time.process_time()
+        stored = store(project, bodies)
+        ingest_cpu, ingest_server = time.process_time() - cpu, None if server is None else backend_cpu() - server
+        ingest_label = ("one process (ingest.service.ingest_batch on each parsed body, in process: a web process "
+                        "without its HTTP layer, so faster than one)")
     ingest_rate = npoints / stored
     run_ids = [run_id for run_id, _, _ in work.runs]
     receipts = list(BatchReceipt.objects.filter(run__run_id__in=run_ids).order_by("id").values_list("pk", "run_id"))
@@ -374,8 +427,7 @@ def realistic(args, project):
         receipts, profile=args.profile == "realistic" and ("cpu" if args.profile_clock == "cpu" else True))
     rate = npoints / seconds
     ratio = rate / ingest_rate
-    print(f"    ingest, one process (ingest.service.ingest_batch on each parsed body, in process: a web process "
-          f"without its HTTP layer, so faster than one): {ingest_rate:,.0f} points/s ({stored:.2f} s)")
+    print(f"    ingest, {ingest_label}: {ingest_rate:,.0f} points/s ({stored:.2f} s)")
     print(f"    evaluation, one process as one worker (alerts.tasks._evaluate_oldest per batch, receipt order): "
           f"{rate:,.0f} points/s ({seconds:.2f} s, CPU {cpu:.2f} s); per batch p50 {statistics.median(per_batch) * 1000:.0f} ms, "
           f"p95 {np.percentile(per_batch, 95) * 1000:.0f} ms, max {max(per_batch) * 1000:.0f} ms; queries per batch "
@@ -383,7 +435,8 @@ def realistic(args, project):
     print(f"    evaluation / ingest = {ratio:.2f}   target ≥ 1.00: {'MET' if ratio >= 1 else 'MISSED'}")
     if server is not None and ingest_server is not None:
         # On a shared machine wall time waits for a CPU; CPU seconds (this process and its PostgreSQL backend) do not.
-        print(f"    CPU: ingest {ingest_cpu:.2f} s here + {ingest_server:.2f} s PostgreSQL = {npoints / (ingest_cpu + ingest_server):,.0f} "
+        where = "in the web process" if args.ingest == "http" else "here"
+        print(f"    CPU: ingest {ingest_cpu:.2f} s {where} + {ingest_server:.2f} s PostgreSQL = {npoints / (ingest_cpu + ingest_server):,.0f} "
               f"points per CPU second; evaluation {cpu:.2f} s + {server:.2f} s = {npoints / (cpu + server):,.0f} points per CPU "
               f"second; ratio {(ingest_cpu + ingest_server) / (cpu + server):.2f} (for information; the target is on wall time)")
     print(f"    RuleProgress: {progress_sizes()}")
@@ -482,6 +535,10 @@ def parse_args(argv=None):
     p.add_argument("--profile", choices=["clean", "storm", "realistic"], help="cProfile that case's evaluation (its figure then includes the profiler)")
     p.add_argument("--batches-at-once", type=int, default=None,
                    help="EVALUATION_BATCHES_AT_ONCE for the evaluation (default: the console's, 50); 1 judges one batch at a time")
+    p.add_argument("--ingest", choices=["http", "process"], default="http",
+                   help="realistic: store the batches through one web process (default) or in this process")
+    p.add_argument("--redis-url", default="redis://127.0.0.1:6379/15",
+                   help="realistic over HTTP: Redis for the queued evaluations (flushed; default db 15)")
     p.add_argument("--profile-clock", choices=["wall", "cpu"], default="wall",
                    help="realistic profile: wall time (default) or this process's CPU time (a loaded machine)")
     return p.parse_args(argv)
@@ -521,6 +578,8 @@ def main(argv=None):
     from ingest.models import Project
 
     project = Project.objects.get(slug=SLUG)
+    HTTP_ENV.update(env)
+    HTTP_TOKEN[0] = token
     rules = list(Rule.objects.filter(project=project, enabled=True).order_by("name").values_list("name", "kind"))
     print(f"  database {db} (DEBUG off, one process, no Redis); rules installed: {len(rules)} "
           f"({', '.join(f'{n} [{k}]' for n, k in rules)})", flush=True)
