@@ -48,14 +48,19 @@ CORE_CACHE_SIZE = 64
 _core_cache: OrderedDict = OrderedDict()
 
 
-def row_medians(rows: np.ndarray) -> np.ndarray:
+def row_medians(rows: np.ndarray, in_place=False) -> np.ndarray:
     """np.median along the last axis, the same numbers, without its NaN checks and reductions (a band's rows
-    are finite; np.median's overhead was most of the time of the small ones)."""
+    are finite; np.median's overhead was most of the time of the small ones). `in_place` reorders `rows`."""
     n = rows.shape[-1]
     k = n // 2
+    kth = k if n % 2 else (k - 1, k)
+    if in_place:
+        rows.partition(kth, axis=-1)
+        middle = rows
+    else:
+        middle = np.partition(rows, kth, axis=-1)
     if n % 2:
-        return np.partition(rows, k, axis=-1)[..., k]
-    middle = np.partition(rows, (k - 1, k), axis=-1)
+        return middle[..., k]
     return (middle[..., k - 1] + middle[..., k]) / 2  # np.median: the mean of the middle two
 
 
@@ -179,9 +184,9 @@ def trailing_medians(values: np.ndarray, n: int) -> np.ndarray:
     return bn.move_median(values, n)
 
 
-def _level_and_spread(values: np.ndarray, starts: np.ndarray, w: int):
+def _level_and_spread(values: np.ndarray, starts: np.ndarray, w: int, spread=True):
     """Robust level extrapolated one point past each window values[s:s+w] (s in `starts`), and the robust σ
-    around the window's trend."""
+    around the window's trend (zero without `spread`: the least it can be)."""
     h = w // 2
     halves = trailing_medians(values, h)
     first = halves[starts + h - 1]
@@ -189,9 +194,15 @@ def _level_and_spread(values: np.ndarray, starts: np.ndarray, w: int):
     # Centres of the halves sit (w - h) indices apart; the second's centre is at w - h + (h - 1) / 2.
     slope = (second - first) / (w - h)
     second_at = w - h + (h - 1) / 2
-    trend = second[:, None] + slope[:, None] * (np.arange(w) - second_at)
-    windows = sliding_window_view(values, w)[starts]
-    sigma = 1.4826 * row_medians(np.abs(windows - trend))
+    if spread:
+        # |window - trend| in one buffer, partitioned in place: the n × w temporaries were most of what is left.
+        residual = slope[:, None] * (np.arange(w) - second_at)
+        residual += second[:, None]
+        np.subtract(sliding_window_view(values, w)[starts], residual, out=residual)
+        np.abs(residual, out=residual)
+        sigma = 1.4826 * row_medians(residual, in_place=True)
+    else:
+        sigma = np.zeros(len(starts))
     r = _recent(w)
     ends = starts + w - 1
     recent = np.clip(trailing_medians(values, r)[ends] + slope * (r + 1) / 2,
@@ -241,19 +252,22 @@ def _prefix_level_and_spread(values: np.ndarray, lengths: np.ndarray):
     return _within(second + slope * (w - second_at), second, recent), sigma, slope
 
 
-def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) -> Band:
+def band_at(values: np.ndarray, positions, params: BandParams = BandParams(), spread=True) -> Band:
     """The band for values[i], from values[i-window:i], at each i in positions.
 
     `values` holds one series' finite values of one phase kind in the order
     they were judged; positions without `min_history` earlier values get NaN.
+    Without `spread`, the narrowest band the level allows: σ at its floor
+    instead of the spread around the window's trend (the costly part), so a
+    point inside it is inside the band whatever the spread (judged_band).
     """
     values = np.asarray(values, dtype=float)
     positions = np.asarray(positions, dtype=np.int64)
     key = (values.tobytes(), positions.tobytes(), params.window, params.min_history, params.scale,
-           params.drift_ratio is not None)
+           params.drift_ratio is not None, spread)
     core = _core_cache.get(key)
     if core is None:
-        core = _core(values, positions, params)
+        core = _core(values, positions, params, spread)
         _core_cache[key] = core
         if len(_core_cache) > CORE_CACHE_SIZE:
             _core_cache.popitem(last=False)
@@ -266,7 +280,7 @@ def band_at(values: np.ndarray, positions, params: BandParams = BandParams()) ->
     return band
 
 
-def _core(values, positions, params: BandParams):
+def _core(values, positions, params: BandParams, spread=True):
     """What band_at's band is made of before its width, floor and caps: (centre, σ, slope, anchor, last), in the
     judging scale but `last`; read-only, as they may be shared by two rules' bands."""
     if params.scale == "ratio":
@@ -276,10 +290,13 @@ def _core(values, positions, params: BandParams):
     slope = np.full(len(positions), np.nan)
     full = positions >= params.window
     if full.any():
-        centre[full], sigma[full], slope[full] = _level_and_spread(values, positions[full] - params.window, params.window)
+        centre[full], sigma[full], slope[full] = _level_and_spread(
+            values, positions[full] - params.window, params.window, spread)
     short = ~full & (positions >= params.min_history)
     if short.any():
         centre[short], sigma[short], slope[short] = _prefix_level_and_spread(values, positions[short])
+        if not spread:
+            sigma[short] = 0.0
     anchor = _anchor_at(values, positions, params) if params.drift_ratio is not None else None
     last = np.where(positions > 0, values[np.clip(positions - 1, 0, max(0, len(values) - 1))] if len(values) else np.nan, np.nan)
     if params.scale == "ratio":
@@ -362,8 +379,31 @@ def series_band(series, start=None, end=None, params: BandParams = BandParams(),
     return (all_steps[order], *(np.concatenate([getattr(b, f) for b in parts])[order] for f in ("centre", "lower", "upper")))
 
 
+def _judged_lazily(judge, block, steps, values, merged_values, positions, params, exact):
+    """judge() of a block outside an excursion, as against band_at's exact bands: the spread is computed only
+    for the points the narrowest band holds and those whose band is wanted exactly (`exact`)."""
+    narrow = band_at(merged_values, positions, params, spread=False)
+    held, magnitude, used = judge(block, steps[block], values[block], narrow, False)
+    need = held | exact
+    if need.all():
+        return judge(block, steps[block], values[block], band_at(merged_values, positions, params), False)
+    # Elsewhere the band's edges and σ are not known (NaN; its centre is): nothing holds a point there, and
+    # nothing reads them (sample_band keeps a band only where its edges are known).
+    sub = np.flatnonzero(need)
+    held = np.zeros(len(block), dtype=bool)
+    magnitude = np.full(len(block), np.nan)
+    parts = [np.array(used.centre, dtype=float), *(np.full(len(block), np.nan) for _ in range(3))]
+    if len(sub):
+        sub_held, sub_magnitude, sub_used = judge(block[sub], steps[block[sub]], values[block[sub]],
+                                                  band_at(merged_values, positions[sub], params), False)
+        held[sub], magnitude[sub] = sub_held, sub_magnitude
+        for part, f in zip(parts, ("centre", "lower", "upper", "sigma")):
+            part[sub] = getattr(sub_used, f)
+    return held, magnitude, Band(*parts, used.log)
+
+
 def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judge, *, pending=None,
-                clear_needed=1, adapt_after=None, held_before=0, keep=500, lookahead=256, rollback=0):
+                clear_needed=1, adapt_after=None, held_before=0, keep=500, lookahead=256, rollback=0, exact_at=None):
     """Judge points one by one in step order, each against the band of the points before it that were kept.
 
     A point judged outside (held) opens an excursion: from it on the band is
@@ -390,6 +430,14 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
     passed here); it may widen the band (reference runs, restore tolerance) and
     return the one it used. Returns (held, magnitude, band) aligned with `steps`, the kept
     history, and the excursion's pending points (None when none is open).
+
+    `exact_at` (aligned with `steps`) says the band is wanted exactly only at
+    those points (and the magnitude only where held): outside an excursion the
+    points are then first judged against the narrowest band their level allows
+    (band_at without spread), and only those it holds are judged again against
+    the exact band, so the spread is computed for few points. `judge` must then
+    never hold a point in a band it would not hold in a narrower one (wider
+    edges, larger σ: never more held), which is what makes the answers the same.
     """
     steps = np.asarray(steps, dtype=np.int64)
     values = np.asarray(values, dtype=float)
@@ -426,8 +474,13 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
             merged_order = np.argsort(merged_steps, kind="stable")
             merged_steps = merged_steps[merged_order]
             merged_values = np.concatenate([kept_values, values[block]])[merged_order]
-            band = band_at(merged_values, np.searchsorted(merged_steps, steps[block], side="left"), params)
-        block_held, block_magnitude, band = judge(block, steps[block], values[block], band, pending is not None)
+            positions = np.searchsorted(merged_steps, steps[block], side="left")
+            band = None if exact_at is not None else band_at(merged_values, positions, params)
+        if band is None:
+            block_held, block_magnitude, band = _judged_lazily(judge, block, steps, values, merged_values, positions,
+                                                               params, exact_at[block])
+        else:
+            block_held, block_magnitude, band = judge(block, steps[block], values[block], band, pending is not None)
         flags = block_held.tolist()
         if pending is None:
             # Valid up to and including the first held point; those before it are kept.

@@ -62,6 +62,7 @@ class StoredBlock(NamedTuple):
     data: bytes
 
 log = logging.getLogger(__name__)
+PERSIST_CHUNK = 1024  # points of the persistence loop between two looks at which jobs left it
 
 
 class RuleFailed(Exception):
@@ -385,6 +386,8 @@ class _BandJudge:
         # The excursion ends with the points that resolve the alert: back inside the band it left.
         self.clear_needed = int(rule.persistence.get("resolve_points", 1)) if isinstance(rule.persistence, dict) else 1
         self.evaluator = evaluator
+        # Evaluation keeps the band only where sample_band may keep it; a chart (chart_band) draws it everywhere.
+        self.band_everywhere = False
 
     def __call__(self, progress, series, steps, values, info, attempt, restarts=None):
         kinds, baseline, span_start, reset = info
@@ -532,6 +535,7 @@ class _BandJudge:
             old[0], old[1], steps[chosen], values[chosen], self.params, judge, pending=open_excursion,
             clear_needed=self.clear_needed, adapt_after=self.adapt_after, held_before=progress.held_points,
             keep=self.keep, rollback=self.level_points or 0,
+            exact_at=None if self.band_everywhere else _bucket_ends(steps[chosen]),
         )
         flags.held[chosen] = held
         flags.magnitude[chosen] = magnitude
@@ -603,6 +607,17 @@ class _BandJudge:
         used = band.widened(restoring, self.restore_tolerance)
         held, beyond = used.outside(values, self.direction)
         return held & judged, beyond, used
+
+
+def _bucket_ends(steps):
+    """Per point, whether it is the last of its rollup bucket among these (by step, then position): where
+    sample_band may keep the band for charts, so where a band rule needs its band exactly (judged_band's
+    exact_at). The last judged point of a bucket among all of a series' points is the last of its own kind's."""
+    buckets = steps // ROLLUP_WIDTH
+    order = np.lexsort((steps, buckets))
+    ends = np.zeros(len(steps), dtype=bool)
+    ends[order[np.r_[buckets[order][1:] != buckets[order][:-1], True]]] = True
+    return ends
 
 
 PER_LOOKBACK = 1_000  # band `per`: how far back the divisor's latest point may be
@@ -698,7 +713,9 @@ def _absence(rule, progress, series, steps, times, attempt):
 def _cadence(state, steps) -> dict:
     """What stale_series needs of a series that sent points: its own step interval, the batches it was in, and
     how far behind it had fallen before it caught up."""
-    diffs = np.diff(np.unique(steps))
+    diffs = np.diff(steps)
+    # Steps come in step order (a sort for np.unique was most of this); otherwise as they are, without repeats.
+    diffs = diffs[diffs > 0] if (diffs >= 0).all() else np.diff(np.unique(steps))
     cadence = int(np.median(diffs)) if len(diffs) else state.get("cadence", 1)
     return {"cadence": max(1, cadence), "batches": state.get("batches", 0) + 1,
             "caught_up": max(state.get("caught_up", 0), state.get("behind", 0)), "behind": 0}
@@ -1202,8 +1219,9 @@ class _Evaluator:
                         self.touched.add(key)
 
     def sample_band(self, rule, series, steps, band):
-        """Keep the band at the last judged point of each rollup bucket (the newest attempt's wins)."""
-        judged = np.flatnonzero(np.isfinite(band.centre))
+        """Keep the band at the last judged point of each rollup bucket (the newest attempt's wins): of the points
+        whose band is known (a band rule works its edges out only where it needs them: judged_band's exact_at)."""
+        judged = np.flatnonzero(np.isfinite(band.centre) & ~np.isnan(band.upper))
         if not len(judged):
             return
         buckets = steps[judged] // ROLLUP_WIDTH
@@ -1393,21 +1411,28 @@ class _Evaluator:
         points = np.concatenate(keys)
         order = np.lexsort((points[:, 3], points[:, 2], points[:, 1], points[:, 0]))
         reached = dict.fromkeys(listed, 0)  # points of each job through the loop so far
-        tailing = set()
-        for _, _, j, i in points[order].tolist():
-            if j in tailing:
-                continue
-            try:  # inline, not _blamed(): this runs once per point and rule
-                self.persist_point(*listed[j], i)
-                reached[j] += 1
-                if j in held_from and reached[j] > held_from[j][0] and self.tails_from(j, i, listed, held_from, reached, members, tailing):
-                    rest = held_from[j][1][reached[j]:]
-                    tails.append((j, rest[jobs[j][5].held[rest]].tolist()))  # its neutral points change nothing
-                    tailing.add(j)
-            except NOT_A_RULES_FAULT:
-                raise
-            except Exception as exc:
-                raise RuleFailed(jobs[j][0]) from exc
+        # In chunks, leaving out the points of jobs that went over to their tails since the last chunk: a storm's
+        # jobs tail within a few points, and stepping over the rest one by one was most of this loop.
+        rows, tailing, left_out = points[order], set(), 0
+        while len(rows):
+            if len(tailing) > left_out:
+                rows = rows[~np.isin(rows[:, 2], list(tailing))]
+                left_out = len(tailing)
+            chunk, rows = rows[:PERSIST_CHUNK], rows[PERSIST_CHUNK:]
+            for _, _, j, i in chunk.tolist():
+                if j in tailing:
+                    continue
+                try:  # inline, not _blamed(): this runs once per point and rule
+                    self.persist_point(*listed[j], i)
+                    reached[j] += 1
+                    if j in held_from and reached[j] > held_from[j][0] and self.tails_from(j, i, listed, held_from, reached, members, tailing):
+                        rest = held_from[j][1][reached[j]:]
+                        tails.append((j, rest[jobs[j][5].held[rest]].tolist()))  # its neutral points change nothing
+                        tailing.add(j)
+                except NOT_A_RULES_FAULT:
+                    raise
+                except Exception as exc:
+                    raise RuleFailed(jobs[j][0]) from exc
         for j, tail in tails:
             try:
                 self.held_throughout(*listed[j], tail)
@@ -1735,6 +1760,7 @@ def chart_band(series, rule, start=None, end=None, every=1):
     """
     try:
         judge = _BandJudge(rule, _ChartContext(series.run))
+        judge.band_everywhere = True
     except InvalidParams:
         # The rule judged nothing with these params (its page shows it broken): there is no band to draw.
         empty = np.array([])
