@@ -299,7 +299,7 @@ class RuleForm(ParamErrorsOnParamsField, forms.Form):
         for field, message in errors.items():
             # Malformed JSON, an invalid choice or a wrong input already says what is wrong.
             if field not in self.errors and field not in wrong_inputs:
-                self.add_error(field, message)
+                self.add_error(field, self._in_words(field, message))
         if self.json_given("params") and "params" not in self.errors and "kind" not in self.errors:
             for message in params_errors(kind, data.get("params")).values():
                 self.add_error("params", message)
@@ -308,6 +308,15 @@ class RuleForm(ParamErrorsOnParamsField, forms.Form):
             if conflict:
                 self.add_error("name", conflict)
         return data
+    def _in_words(self, field, message):
+        """governance_errors' message with its leading key ("diagnostic_url is required: …", as the API says it)
+        written as the field's label beside the input ("Diagnostic URL is required: …"). Scope, persistence and
+        params keep theirs: the page puts "Scope: " before them, and their keys are the JSON box's own words."""
+        if field in ("scope", "persistence", "params") or not message.startswith(f"{field} "):
+            return message
+        bound = self[field]
+        return f"{bound.label} {message[len(field) + 1:]}"
+
     def apply(self, rule: Rule) -> Rule:
         """Copy the cleaned values onto a rule (new or existing), unsaved."""
         for field in ("name", "project", "kind", "description", "enabled", *GOVERNANCE_FIELDS, "params"):

@@ -393,8 +393,10 @@ def write_entry(run, *, by, observation, explanations, action="", owner="", expe
         where = f"the last checkpoint is at step {checkpoint}" if checkpoint is not None else "no checkpoint was reported"
         raise ValidationError({"artifacts_preserved": f"confirm that the run's artifacts are preserved before terminating ({where})"})
     if decision in (DecisionKind.INTERVENE, DecisionKind.TERMINATE) and run_finished(run) and run_finished_ok is not True:
+        # Read by people beside the form's tick box, and by API clients under the field's name (the error's path).
+        article = "an" if decision == DecisionKind.INTERVENE else "a"
         raise ValidationError({"run_finished_ok": f"run {run.run_id} has finished: confirm that you mean to record "
-                                                  f"a {decision} decision on a finished run (run_finished_ok: true)"})
+                                                  f"{article} {decision} decision on a finished run"})
     with transaction.atomic():
         entry = LogEntry.objects.create(
             project=run.project, run=run, review=review, decision=decision, author=by, at=now, step=run.max_step,

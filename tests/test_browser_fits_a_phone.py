@@ -142,3 +142,42 @@ def test_the_docs_screenshots_show_the_inbox_and_the_run_page_at_1440_and_390(br
             assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1, f"{name} at {width}"
             path = save(page, f"{name}-{width}", tmp_path)
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# Each word (4 or more letters, of a plain word or a hyphenated one) that the page lays out over more than one line:
+# a word broken inside itself. An identifier or address (dots, underscores, slashes) may break where it must.
+SPLIT_WORDS = r"""() => {
+  const split = [];
+  const walker = document.createTreeWalker(document.querySelector("main"), NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const words = [...node.data.matchAll(/\S+/g)].filter(t => /^\(?[A-Za-z]+(-[A-Za-z0-9]+)*[.,:;)?!]*$/.test(t[0]))
+      .flatMap(t => [...t[0].matchAll(/[A-Za-z]{4,}/g)].map(m => ({ 0: m[0], index: t.index + m.index })));
+    for (const m of words) {
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (lines.size > 1) split.push(m[0]);
+    }
+  }
+  return [...new Set(split)];
+}"""
+
+
+def test_an_incident_and_a_rule_read_in_whole_words_on_a_phone(browser, phone_project):
+    # The incident page's tables and a rule's heading once shrank to a letter or two a line at 360 px
+    # ("W ar ni ng Li gh t", "vanishing-gradien t", "enable d"): a table scrolls in its own box instead.
+    from alerts.models import Incident, Rule
+
+    incident = Incident.objects.get(run__run_id=RUN)
+    rule = Rule.objects.get(name="gradient-explosion")
+    page = log_in(browser, phone_project, "olivia", "pw-olivia")
+    page.set_viewport_size({"width": 360, "height": 740})
+    split = {}
+    for name, path in (("incident", f"/incidents/{incident.pk}/"), ("rule", f"/rules/{rule.pk}/"), ("run", f"/runs/{RUN}/")):
+        page.goto(phone_project.url + path)
+        page.wait_for_load_state("load")
+        assert overflow(page) <= 1, f"the {name} page scrolls sideways at 360 px"
+        if words := page.evaluate(SPLIT_WORDS):
+            split[name] = words
+    assert split == {}, f"at 360 px these pages break words inside themselves: {split}"

@@ -25,7 +25,7 @@ def test_a_rule_admin_creates_a_rule_through_the_console_form(browser, console_s
     page.click("button:has-text('Create rule')")  # no owner yet
 
     page.wait_for_selector("#field-owner .field-error")
-    assert "owner is required" in page.inner_text("#field-owner .field-error")
+    assert "Owner is required" in page.inner_text("#field-owner .field-error")
     assert not Rule.objects.exists()
     screenshot(page, "rule-form-error")
 

@@ -71,3 +71,22 @@ def test_the_console_form_warns_and_asks_for_the_tick_on_a_finished_run(sender, 
     accepted = client.post(f"/reviews/{review.pk}/decision/", {**form, "run_finished_ok": "on"})
     assert accepted.status_code == 302
     assert LogEntry.objects.get().decision == "terminate"
+
+
+@pytest.mark.parametrize(("decision", "article"), [("intervene", "an"), ("terminate", "a")])
+def test_the_forms_refusal_reads_as_words(sender, owner, decision, article):
+    # It once read "… record a intervene decision on a finished run (run_finished_ok: true)": the API's field
+    # name, shown to a person beside the tick box it names.
+    import re
+
+    finished_run(sender)
+    review = open_review("done")
+    form = {"observation": "the loss stopped falling", "explanations": "over-fit", "owner": "olivia",
+            **{k: ("on" if v is True else v) for k, v in BODIES[decision].items()}}
+    refused = client_for(owner).post(f"/reviews/{review.pk}/decision/", form)
+    assert refused.status_code == 400
+    html = refused.content.decode()
+    errors = re.sub(r"<[^>]+>", " ", html[html.index('id="decision-errors"'):html.index("</div>", html.index('id="decision-errors"'))])
+    assert "has finished" in errors
+    assert "run_finished_ok" not in errors and ": true" not in errors
+    assert f"record {article} {decision} decision" in errors

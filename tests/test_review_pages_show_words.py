@@ -105,3 +105,18 @@ def test_every_review_page_and_the_postmortem_show_words_not_literals(seeded, on
     assert "| Training time (points' own times) | no time data |" in text
     assert not re.search(r"\b(True|False|None)\b", text)
 
+
+
+def test_a_decision_form_sent_empty_names_its_fields_as_labelled(seeded, oncall):
+    # The errors once read "decision: This field is required.", "observation: …": the field's name, lower case,
+    # above a form whose inputs are labelled "Decision", "Observation".
+    client = client_for(oncall)
+    started = client.post("/reviews/new/", {"run": "seeded"})
+    review = Review.objects.get()
+    for url, body in ((f"/reviews/{review.pk}/decision/", {}), ("/decisions/new/", {"run": "seeded"})):
+        refused = client.post(url, body)
+        assert refused.status_code == 400, url
+        texts = visible(refused.content.decode())
+        assert "Observation: This field is required." in texts, (url, [t for t in texts if "required" in t])
+        assert not [t for t in texts if re.match(r"[a-z_]+: ", t)], url
+    assert started.status_code == 302

@@ -138,3 +138,19 @@ def test_a_stored_value_the_inputs_cannot_say_stays_in_its_json_box(owner, proje
     assert client_for(owner).post(f"/rules/{rule.pk}/edit/", data).status_code == 302
     rule.refresh_from_db()
     assert rule.scope == {"metrics": ["loss", "a,b"]} and rule.description == "edited"
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("diagnostic_url", "", "Diagnostic URL is required: the runbook or dashboard to open first"),
+    ("diagnostic_url", "runbooks/grad", "Diagnostic URL must be an http(s) URL"),
+    ("permitted_response", "", "Permitted response is required: one of observe, notify"),
+    ("owner", "", "Owner is required: a person or team with a contact"),
+])
+def test_an_empty_or_wrong_governance_field_is_named_in_words(owner, field, value, message):
+    # The form once showed the API's key: "diagnostic_url is required: …", "permitted_response is required: …".
+    response = client_for(owner).post("/rules/new/", inputs(**{field: value}))
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert list(errors) == [field] and errors[field][0].startswith(message), errors
+    assert message in field_block(response.content.decode(), field)
+    assert not Rule.objects.exists()

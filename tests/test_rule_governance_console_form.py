@@ -1,4 +1,5 @@
-"""The console's rule form refuses an ungoverned rule, with the API's own message on the field, and saves nothing."""
+"""The console's rule form refuses an ungoverned rule, with the API's own message on the field (its leading key
+written as the field's label: "Diagnostic URL is required", not "diagnostic_url …"), and saves nothing."""
 import json
 from html import unescape
 
@@ -51,6 +52,17 @@ def api_message(api, owner, field, value):
     return [e["message"] for e in errors if e["path"] == field]
 
 
+LABELS = {"owner": "Owner", "diagnostic_url": "Diagnostic URL", "permitted_response": "Permitted response"}
+
+
+def in_words(field, message):
+    """The API's message as the form shows it: a leading key becomes the field's label (scope and persistence,
+    whose JSON boxes speak in keys, keep theirs)."""
+    if field in LABELS and message.startswith(f"{field} "):
+        return LABELS[field] + message[len(field):]
+    return message
+
+
 def shown_on_field(response, field, message):
     """The message is rendered inside that field's block of the form."""
     html = unescape(response.content.decode())
@@ -71,8 +83,9 @@ def test_create_without_a_governance_field_is_refused_on_that_field(console, api
     assert set(errors) == {field}
     # The governance message, as the API gives it (the API may add Django's generic "cannot be blank" too).
     assert len(errors[field]) == 1
-    assert errors[field][0].startswith(f"{field} is required")
-    assert errors[field][0] in api_message(api, owner, field, {} if field in ("scope", "persistence") else "")
+    assert errors[field][0].startswith(in_words(field, f"{field} is required"))
+    api_said = api_message(api, owner, field, {} if field in ("scope", "persistence") else "")
+    assert errors[field][0] in [in_words(field, m) for m in api_said]
     assert shown_on_field(response, field, errors[field][0])
     assert not Rule.objects.exists() and not RuleRevision.objects.exists()
 
@@ -106,7 +119,7 @@ def test_edit_that_drops_a_governance_field_is_refused_and_changes_nothing(conso
 def test_an_invalid_governance_value_gets_the_apis_message(console, api, owner, field, value, form_value):
     response = console.post("/rules/new/", form_data(**{field: form_value}))
     assert response.status_code == 200
-    assert response.context["form"].errors[field] == api_message(api, owner, field, value)
+    assert response.context["form"].errors[field] == [in_words(field, m) for m in api_message(api, owner, field, value)]
     assert not Rule.objects.exists()
 
 

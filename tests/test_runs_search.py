@@ -34,6 +34,9 @@ def api_runs(client, **query):
     ("openweb", ["gpt-small-a"]),  # tag value
     ("PreTrain", ["pythia-410m-seed4"]),
     ("gpt-small", ["gpt-small-a", "gpt-small-b"]),
+    ("team=pretrain", ["pythia-410m-seed4"]),  # a tag as the list shows it, key=value (the value's case ignored)
+    ("Dataset=openweb", ["gpt-small-a"]),
+    ("team=base", []),
     ("nothing-like-this", []),
     ("  ", ["gpt-small-a", "gpt-small-b", "pythia-410m-seed4"]),  # a blank search narrows nothing
 ])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from django import template
+from django.forms.utils import pretty_name
 
 from reviews.models import StepState
 
@@ -97,4 +98,5 @@ def field_label(form, name) -> str:
     if name == "__all__":
         return ""
     field = form.fields.get(name) if hasattr(form, "fields") else None
-    return str(field.label) if field is not None and field.label else str(name).replace("_", " ")
+    # A field without its own label is shown labelled as Django names it ("Observation"): the error says the same.
+    return str(field.label) if field is not None and field.label else pretty_name(str(name))
