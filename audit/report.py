@@ -38,7 +38,12 @@ from opsconsole.templatetags.times import when_text
 
 FALSE_ALARM_FLAG_RATE = 0.5  # flagged above this rate ...
 FALSE_ALARM_FLAG_MIN_VERDICTS = 5  # ... when it rests on at least this many verdicts
-MUTED_FLAG_SHARE = 0.25  # flagged when muted more than this share of its firing time
+MUTED_FLAG_SHARE = 0.25  # flagged when muted more than this share of its firing time ...
+# ... once that share rests on some history: its alerts of the period were open this long in all, and the first of
+# them fired at least this long before `until`. One alert muted a few minutes after it fired is "muted 100%" of a
+# few minutes: a mute doing its job, not a rule people keep silencing.
+MUTED_FLAG_MIN_FIRING_HOURS = 1
+MUTED_FLAG_MIN_HISTORY_HOURS = 24
 SILENT_DAYS = 90  # flagged when it has not fired in this many days before `until` (and existed all that time)
 EDITS_FLAG = 5  # flagged when edited at least this many times in the period
 EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
@@ -113,9 +118,10 @@ def names_a_person(owner_text: str) -> bool:
 
 
 def rule_figures(rule: Rule, period: Period, *, members, figures: AlertFigures, mutes, last, revisions, link,
-                 false_pages: int = 0) -> dict:
+                 false_pages: int = 0, first=None) -> dict:
     """Every figure and flag of one rule for the period, from what report_rows read for every rule at once: the
-    alerts' figures (audit/figures.py), the rule's mutes overlapping the period, its last alert before `until`,
+    alerts' figures (audit/figures.py), the rule's mutes overlapping the period, its first alert in the period
+    (`first`, when the period's first alert fired), its last alert before `until`,
     its revisions before `until` and the newest check of its link."""
     false_alarms, actionable = figures.false_alarms, figures.actionable
     verdicts = false_alarms + actionable
@@ -160,7 +166,7 @@ def rule_figures(rule: Rule, period: Period, *, members, figures: AlertFigures, 
         "link": {"url": link.url, "ok": link.ok, "status_code": link.status_code, "error": link.error,
                  "checked_at": link.checked_at.isoformat()} if link else None,
     }
-    row["flags"] = flags(row, period, last, named, names_a_person(rule.owner), created=rule.created_at)
+    row["flags"] = flags(row, period, last, named, names_a_person(rule.owner), created=rule.created_at, first=first)
     return row
 
 
@@ -168,7 +174,8 @@ def merged_mutes(mutes, period: Period) -> list[tuple[datetime, datetime]]:
     return union(clip([(m.created_at, mute_end(m)) for m in mutes], period))
 
 
-def flags(row: dict, period: Period, last: datetime | None, named, person: bool, created: datetime | None = None) -> list[dict]:
+def flags(row: dict, period: Period, last: datetime | None, named, person: bool, created: datetime | None = None,
+          first: datetime | None = None) -> list[dict]:
     """Each flag with the figure that raised it.
 
     owner_gone looks among the project's members only (`named`): whether an address or a name has an account
@@ -179,7 +186,9 @@ def flags(row: dict, period: Period, last: datetime | None, named, person: bool,
     if row["verdicts"] >= FALSE_ALARM_FLAG_MIN_VERDICTS and row["false_alarm_rate"] > FALSE_ALARM_FLAG_RATE:
         raised.append({"flag": Flag.FALSE_ALARMS, "figure": f"{row['false_alarms']} of {row['verdicts']} verdicts false "
                                                             f"({row['false_alarm_rate']:.0%})"})
-    if row["muted_share"] is not None and row["muted_share"] > MUTED_FLAG_SHARE:
+    if (row["muted_share"] is not None and row["muted_share"] > MUTED_FLAG_SHARE
+            and row["firing_hours"] >= MUTED_FLAG_MIN_FIRING_HOURS
+            and first is not None and first <= period.until - timedelta(hours=MUTED_FLAG_MIN_HISTORY_HOURS)):
         raised.append({"flag": Flag.MUTED, "figure": f"muted {row['muted_share']:.0%} of its firing time"})
     if row["fires"] and not row["triaged"]:
         raised.append({"flag": Flag.NEVER_TRIAGED, "figure": f"{row['fires']} alert{'' if row['fires'] == 1 else 's'}, none triaged"})
@@ -216,6 +225,8 @@ def report_rows(project, period: Period, owner: str | None = None) -> list[dict]
     rules = list(rules.annotate(
         last_fired=Subquery(Alert.objects.filter(rule=OuterRef("pk"), fired_at__lt=period.until)
                             .order_by("-fired_at").values("fired_at")[:1]),
+        first_fired=Subquery(Alert.objects.filter(rule=OuterRef("pk"), fired_at__gte=period.since, fired_at__lt=period.until)
+                             .order_by("fired_at").values("fired_at")[:1]),
         link_check=Subquery(LinkCheck.objects.filter(rule=OuterRef("pk"), url=OuterRef("diagnostic_url"))
                             .order_by("-checked_at", "-pk").values("pk")[:1])))
     ids = [r.pk for r in rules]
@@ -235,7 +246,8 @@ def report_rows(project, period: Period, owner: str | None = None) -> list[dict]
     links = LinkCheck.objects.in_bulk([r.link_check for r in rules if r.link_check is not None])
     figures = alert_figures(ids, period, {pk: merged_mutes(ms, period) for pk, ms in mutes.items()})
     return [rule_figures(rule, period, members=members, figures=figures[rule.pk], mutes=mutes[rule.pk], last=rule.last_fired,
-                         revisions=revisions[rule.pk], link=links.get(rule.link_check), false_pages=false_pages.get(rule.pk, 0))
+                         revisions=revisions[rule.pk], link=links.get(rule.link_check), false_pages=false_pages.get(rule.pk, 0),
+                         first=rule.first_fired)
             for rule in rules]
 
 
