@@ -49,8 +49,9 @@ def incident_page(incident, may_act: bool) -> dict:
         "inbox_link": inbox_link(incident, f"incident-{incident.pk}"),
         "reviews": sorted({rv for a in incident.members for rv in a.reviews.all()}, key=lambda rv: rv.pk),
         "may_act": may_act,
-        # The forms post to the inbox's incident actions, which answer on the inbox of this project.
+        # The forms post to the inbox's incident actions with this page as their `next`: the answer comes back here.
         "action_query": urlencode({"state": "all", "project": incident.run.project.slug}),
+        "page_path": reverse("console:incident", args=[incident.pk]),
         "verdicts": Verdict.choices,
         "durations": triage.MUTE_DURATIONS,
         "scopes": MuteScope.choices,

@@ -36,6 +36,7 @@ from alerts.forms import RuleForm
 from alerts.models import Alert, AlertState, Incident, Mute, MuteEndReason, MuteScope, Rule, RuleRevision, Verdict
 from alerts.rules import delete_rule, EDIT_DENIED, save_rule
 from alerts.starter import RUNBOOKS
+from opsconsole.next_page import back_to
 from opsconsole.permissions import can_edit_rules, can_triage, rule_admin_projects, triage_project_ids, visible_projects
 from opsconsole.templatetags.times import when_text
 
@@ -425,6 +426,9 @@ def _action(name, fields, act, done, kind="alert"):
         target = find(request.user, pk)
         if not can_triage(request.user, target.run.project):
             raise PermissionDenied(f"acting on {kind}s needs the on-call or rule admin role in this project")
+        # A form on the incident's page names it as `next`: the reviewer is sent back there, whatever the outcome;
+        # the inbox's forms name nothing and answer on the inbox as it was filtered.
+        back = back_to(request, None)
         if request.method == "GET":
             # Without JavaScript the inbox's rows carry a link here instead of their forms (static/js/inbox-panels.js
             # fills those in): the inbox again, with this one's form rendered and open.
@@ -434,19 +438,28 @@ def _action(name, fields, act, done, kind="alert"):
         except ValidationError as exc:
             errors = {field: " ".join(msgs) for field, msgs in exc.message_dict.items()}
             inline = {field: msg for field, msg in errors.items() if field in fields}
-            if not inline:  # a state it is in (e.g. resolved meanwhile): say so at the top
-                for msg in errors.values():
-                    messages.error(request, f"{kind.capitalize()} {target.pk}: {msg}")
-                return redirect(_inbox_url(request))
+            if not inline or back:  # a state it is in (e.g. resolved meanwhile), or a form of another page: say so at the top
+                for field, msg in errors.items():
+                    messages.error(request, f"{kind.capitalize()} {target.pk}: {_field_words(field, fields)}{msg}")
+                return redirect(back or _inbox_url(request))
             values = {field: request.POST.get(field, "") for field in fields}
             other = [msg for field, msg in errors.items() if field not in fields]
             return _render_inbox(request, failed=((kind, target.pk), name, inline, values, other), status=400)
         level, text = done(target, result)
         messages.add_message(request, level, text)
-        return redirect(_inbox_url(request))
+        return redirect(back or _inbox_url(request))
 
     view.__name__ = f"inbox_{kind}_{name}"
     return view
+
+
+FIELD_WORDS = {"verdict": "Verdict", "note": "Note", "scope": "Scope", "reason": "Reason", "duration_minutes": "Until",
+               "expires_at": "Chosen end"}
+
+
+def _field_words(field, fields):
+    """A refused form field's label, as its page shows it, ahead of the message: "Note: …"."""
+    return f"{FIELD_WORDS.get(field, field)}: " if field in fields else ""
 
 
 def _label(alert):

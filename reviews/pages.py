@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from alerts.models import Rule
 from ingest.models import Run
+from opsconsole.next_page import back_to
 from opsconsole.permissions import can_triage, visible_projects, visible_runs
 from reviews import lifecycle
 from reviews.chronicle import CAUSE_WINDOW_SECONDS, CAUSE_WINDOW_STEPS, cause_title
@@ -109,7 +110,8 @@ def review_start(request):
         incident = lifecycle.incident_of(run, request.POST.get("incident", "").strip())
     except ValidationError as exc:
         messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in _errors(exc).items()))
-        return redirect("console:run", run.run_id)
+        # Back where the form was (an incident's page names itself as `next`), else the run's page.
+        return redirect(back_to(request, reverse("console:run", args=[run.run_id])))
     if incident is not None:  # "Review this incident": its open review if it has one
         started = lifecycle.review_incident(incident, by=request.user)
     else:
