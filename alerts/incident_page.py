@@ -4,7 +4,9 @@ from urllib.parse import urlencode
 from django.urls import reverse
 
 from alerts import incidents, triage
+from alerts.chart import chart_data, headline_metric, series_exist
 from alerts.models import Alert, AlertChange, ChangeKind, MuteScope, Verdict
+from ingest.models import Series
 
 # Steps either side of the incident's first step that its chart link shows (as the channels' run links do).
 CHART_STEPS = 100
@@ -16,17 +18,36 @@ def inbox_link(incident, anchor: str) -> str:
     return f"{reverse('console:inbox')}?{query}#{anchor}"
 
 
+def chart_steps(incident) -> tuple[int, int]:
+    """The steps the incident's charts open on: its alerts' steps, CHART_STEPS either side."""
+    last = max([incident.first_step, *(a.last_step for a in incident.members)])
+    return max(0, incident.first_step - CHART_STEPS), last + CHART_STEPS
+
+
 def chart_link(incident) -> str:
     """The run page zoomed to the incident's steps, on its origin's metric and component where it has them."""
     origin = incident.origin
-    last = max([incident.first_step, *(a.last_step for a in incident.members)])
     params = {k: v for k, v in (("metric", origin and origin.metric), ("component", origin and origin.component)) if v}
-    params |= {"start": max(0, incident.first_step - CHART_STEPS), "end": last + CHART_STEPS}
+    start, end = chart_steps(incident)
+    params |= {"start": start, "end": end}
     return reverse("console:run", args=[incident.run.run_id]) + "?" + urlencode(params)
 
 
+def charts(incident) -> list[dict]:
+    """The series its page draws: its first alert's (the origin's, else the first with a metric), then the run's
+    headline metric when that is another. Only series the run has (a condition alert has no metric to draw)."""
+    first = next((a for a in ([incident.origin] if incident.origin else []) + incident.members if a.metric), None)
+    wanted = [(first.metric, first.component or "")] if first else []
+    names = set(Series.objects.filter(run=incident.run, component="").values_list("metric", flat=True))
+    headline = headline_metric(names)
+    if headline and (headline, "") not in wanted:
+        wanted.append((headline, ""))
+    have = series_exist(incident.run, wanted)
+    return [{"metric": m, "component": c, "headline": m == headline and not c} for m, c in wanted if (m, c) in have]
+
+
 def incident_page(incident, may_act: bool) -> dict:
-    incident.members = list(Alert.objects.filter(incident=incident).select_related("rule").prefetch_related("reviews")
+    incident.members = list(Alert.objects.filter(incident=incident).select_related("rule", "run").prefetch_related("reviews")
                             .order_by("first_step", "id"))
     for alert in incident.members:
         alert.link = inbox_link(incident, f"alert-{alert.pk}")
@@ -46,6 +67,9 @@ def incident_page(incident, may_act: bool) -> dict:
         "alerts": incident.members,
         "changes": rows,
         "chart_link": chart_link(incident),
+        "charts": charts(incident),
+        # run.js's data: the incident's alerts marked, opening on its steps (the address's ?start=&end= wins).
+        "chart": chart_data(incident.run, incident.members, steps=chart_steps(incident)),
         "inbox_link": inbox_link(incident, f"incident-{incident.pk}"),
         "reviews": sorted({rv for a in incident.members for rv in a.reviews.all()}, key=lambda rv: rv.pk),
         "may_act": may_act,

@@ -5,15 +5,12 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from alerts.wire import alert_as_dict
+from alerts.chart import chart_data, headline_metric, rule_links
 from alerts.health import health_of
 from alerts.incidents import describe_origin
 from alerts.models import Alert, AlertState, IncidentState, Rule
 from alerts.review import needs_review, unreviewed
-from alerts.starter import console_link
 from ingest.models import Layer, Series
-from ingest.phases import phase_spans
-from ingest.serializers import AttemptSerializer
 from opsconsole.words import identity_words
 from reviews.chronicle import attempts as chronicle_attempts
 from reviews.models import ReviewSchedule
@@ -26,8 +23,6 @@ LAYER_HINT = {
     Layer.OPTIMIZATION: "loss, learning rate, updates",
     Layer.GENERALIZATION: "validation and evaluation",
 }
-# The headline chart: the first of these the run sends.
-HEADLINE_METRICS = ["loss", "train_loss", "val_loss"]
 
 
 def _quantity(value) -> str:
@@ -117,21 +112,12 @@ def run_page(run) -> dict:
         layers.append({"layer": layer, "hint": LAYER_HINT[layer], "run_level": run_level, "per_component": per_component,
                        "open_alerts": open_alerts})
     names = {s.metric for s in series if not s.component}
-    headline = next((m for m in HEADLINE_METRICS if m in names), None)
+    headline = headline_metric(names)
     for section in layers:
         section["charted"] = [s for s in section["run_level"] if s.metric != headline]
     ranking = sorted(((step, component) for component, step in trouble.items() if component), key=lambda t: t)
-    spans = phase_spans(run)
-    chart = {
-        "run": run.run_id,
-        "max_step": run.max_step,
-        "phases": [{"start": s.start, "end": s.end, "phase": s.phase, "kind": s.kind} for s in spans if s.kind != "steady"],
-        "attempts": AttemptSerializer(run.attempts.all(), many=True).data,
-        "alerts": [alert_as_dict(a) for a in alerts],
-        "headline": headline,
-        # Where each of the project's rules links, as the page opens it (a live alert's row links the same way).
-        "links": {pk: console_link(url) for pk, url in Rule.objects.filter(project_id=run.project_id).values_list("pk", "diagnostic_url")},
-    }
+    # Where each of the project's rules links, as the page opens it (a live alert's row links the same way).
+    chart = chart_data(run, alerts, headline=headline, rule_links=rule_links(run.project_id, Rule.objects.all()))
     needing = [a for a in alerts if needs_review(a) or unreviewed(a)]
     failed_restores = {row["number"]: row for row in chronicle_attempts(run, times=False) if row["failed_restore"]}
     attempts = list(run.attempts.order_by("number"))

@@ -30,12 +30,12 @@ import numpy as np
 from django.db.models import F
 from django.urls import reverse
 
+from alerts.chart import HEADLINE_METRICS
 from alerts.models import Alert, AlertState
 from ingest.models import Block, Run, Series
 from ingest.phases import phase_spans
 from ingest.storage import read_point_times
 from ingest.wire import wire_value
-from runs.detail import HEADLINE_METRICS
 
 # Settings more than one step uses (named, so the page and the tests can say what was used).
 

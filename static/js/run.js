@@ -6,7 +6,8 @@
  * spans shaded across every chart, restarts as dashed lines and alerts as red
  * markers at the top at their first step. Zooming any chart refetches finer data for all
  * of them and puts the range in the address bar (?metric=&start=&end=), so the view can be
- * shared; charts below the fold are drawn when scrolled into view. "Compare with" draws another run of the
+ * shared; charts below the fold are drawn when scrolled into view. An incident's page draws its series with this
+ * script too: its data names the incident's alerts only, and a `range` (the incident's steps) the charts open on. "Compare with" draws another run of the
  * project (?compare=<run id>) as a dashed grey line on every chart, its same series at the same steps, from the
  * same chart data (one more request a chart).
  */
@@ -346,6 +347,8 @@
   if (asked.get("start") !== null && asked.get("end") !== null && Number.isFinite(askedStart) && Number.isFinite(askedEnd) && askedEnd >= askedStart) {
     range = [askedStart, askedEnd];
     document.body.dataset.linkedRange = askedStart + "-" + askedEnd;
+  } else if (data.range) {
+    range = data.range.slice(); // a page about some steps (an incident's) opens on them
   }
   if (asked.get("metric")) {
     const focus = charts.find((c) => c.metric === asked.get("metric") && c.component === (asked.get("component") || ""))
