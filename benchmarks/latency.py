@@ -25,7 +25,9 @@ What it does:
 
 Prints the workload, achieved points/s, the ingest response times, the evaluation lag
 (evaluated_at - received_at), the latency of every batch's "points" frame and of each alert frame
-(p50/p95/max) and MET/MISSED against the target p95 <= 1 s.
+(p50/p95/max) and MET/MISSED against the targets: alert latency p95 <= 1 s, evaluation lag p95 <= 2 s.
+--rate far above what the console takes (say 10000000) sends as fast as the web processes answer: the rate
+they take with the workers beside them on the same machine.
 """
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ sys.path.insert(0, str(ROOT))  # the repository root first: benchmarks/ingest.py
 from benchmarks import ingest as bench  # noqa: E402
 from benchmarks.deployment import Console, deployment_arguments, machine, percentiles, run_body  # noqa: E402
 
-TARGET_P95 = 1.0  # seconds
+TARGET_P95 = 1.0  # seconds, alert latency
+TARGET_LAG_P95 = 2.0  # seconds, evaluation lag during sustained ingest (issue 23)
 NAN_EVERY = 3  # batches: a NaN loss at step 50 of batch 1, 4, 7, ...
 
 
@@ -273,9 +276,10 @@ def main(argv=None):
           f"the batch {fmt(percentiles(parts['judge']))}; commit to frame (channel layer, consumer, websocket) "
           f"{fmt(percentiles(parts['deliver']))}")
     verdict = "MET" if p95 is not None and p95 <= TARGET_P95 and seen_injected == injected else "MISSED"
-    print(f"  target p95 <= {TARGET_P95:.0f} s at {args.rate:,.0f} points/s: {verdict} "
-          f"(achieved {measured / sent:,.0f} points/s)\n  after: {machine()}")
-    return 0 if verdict == "MET" else 1
+    lag_verdict = "MET" if lag[1] is not None and lag[1] <= TARGET_LAG_P95 else "MISSED"
+    print(f"  target alert latency p95 <= {TARGET_P95:.0f} s at {args.rate:,.0f} points/s: {verdict}; evaluation lag "
+          f"p95 <= {TARGET_LAG_P95:.0f} s: {lag_verdict} (achieved {measured / sent:,.0f} points/s)\n  after: {machine()}")
+    return 0 if verdict == lag_verdict == "MET" else 1
 
 
 if __name__ == "__main__":
