@@ -170,7 +170,9 @@ def _anchor_at(values, positions, params: BandParams):
     if ready.any():
         full = ready & (positions >= 2 * w)
         if full.any():
-            anchor[full] = trailing_medians(values, w)[positions[full] - w - 1]
+            ends = positions[full] - w - 1  # the last point of each anchor's window
+            lo = max(0, int(ends.min()) - w + 1)
+            anchor[full] = trailing_medians(values[lo:int(ends.max()) + 1], w)[ends - lo]
         for j in np.flatnonzero(ready & ~full).tolist():
             anchor[j] = row_medians(values[:positions[j] - w])
     return anchor
@@ -188,6 +190,9 @@ def _level_and_spread(values: np.ndarray, starts: np.ndarray, w: int, spread=Tru
     """Robust level extrapolated one point past each window values[s:s+w] (s in `starts`), and the robust σ
     around the window's trend (zero without `spread`: the least it can be)."""
     h = w // 2
+    # Only the stretch the windows cover (a block's windows over a history kept 5 windows long).
+    lo = int(starts.min())
+    values, starts = values[lo:int(starts.max()) + w], starts - lo
     halves = trailing_medians(values, h)
     first = halves[starts + h - 1]
     second = halves[starts + w - 1]
@@ -223,7 +228,7 @@ def _within(level, second, recent):
     return np.clip(level, np.fmin(second, recent), np.fmax(second, recent))
 
 
-def _prefix_level_and_spread(values: np.ndarray, lengths: np.ndarray):
+def _prefix_level_and_spread(values: np.ndarray, lengths: np.ndarray, spread=True):
     """_level_and_spread of the rows values[:L] for each L in `lengths`, all at once (rows of unequal length:
     NaN-padded, sorted, medians taken at each row's own middle; the same numbers as row by row)."""
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -243,9 +248,12 @@ def _prefix_level_and_spread(values: np.ndarray, lengths: np.ndarray):
     w, h = w[:, 0], h[:, 0]
     slope = (second - first) / (w - h)
     second_at = w - h + (h - 1) / 2
-    trend = second[:, None] + slope[:, None] * (cols - second_at[:, None])
-    residual = np.where(cols < w[:, None], np.abs(values[np.minimum(cols, last)] - trend), np.nan)
-    sigma = 1.4826 * medians(residual, w[:, None])
+    if spread:
+        trend = second[:, None] + slope[:, None] * (cols - second_at[:, None])
+        residual = np.where(cols < w[:, None], np.abs(values[np.minimum(cols, last)] - trend), np.nan)
+        sigma = 1.4826 * medians(residual, w[:, None])
+    else:
+        sigma = np.zeros(len(lengths))
     r = np.maximum(1, np.minimum(RECENT_POINTS, w // 2))
     tail = np.where(cols < r[:, None], values[np.minimum(w[:, None] - r[:, None] + cols, last)], np.nan)
     recent = np.clip(medians(tail, r[:, None]) + slope * (r + 1) / 2, np.nanmin(tail, axis=1), np.nanmax(tail, axis=1))
@@ -294,9 +302,7 @@ def _core(values, positions, params: BandParams, spread=True):
             values, positions[full] - params.window, params.window, spread)
     short = ~full & (positions >= params.min_history)
     if short.any():
-        centre[short], sigma[short], slope[short] = _prefix_level_and_spread(values, positions[short])
-        if not spread:
-            sigma[short] = 0.0
+        centre[short], sigma[short], slope[short] = _prefix_level_and_spread(values, positions[short], spread)
     anchor = _anchor_at(values, positions, params) if params.drift_ratio is not None else None
     last = np.where(positions > 0, values[np.clip(positions - 1, 0, max(0, len(values) - 1))] if len(values) else np.nan, np.nan)
     if params.scale == "ratio":

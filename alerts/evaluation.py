@@ -12,7 +12,7 @@ import logging
 import math
 import warnings
 import zlib
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -874,12 +874,14 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
     order = np.argsort(steps, kind="stable")
     first = int(steps.min())
     last = state.get("last")  # [step, value, attempt] of the latest sample judged
-    if last is None or last[2] != number or last[0] >= first:
+    if first <= 0:
+        last = None  # nothing can come before step 0
+    elif last is None or last[2] != number or last[0] >= first:
         # Another attempt, or batches evaluated out of order: the stored sample before this batch's first step.
         prev_steps, prev_values, _ = read_points(series, max(0, first - 100_000), first - 1)
         ok = np.flatnonzero(np.isfinite(prev_values))
         last = [int(prev_steps[ok[-1]]), float(prev_values[ok[-1]]), number] if len(ok) else None
-    rates = list(state.get("rates", []))
+    rates = deque(state.get("rates", []), maxlen=params["window"])  # the latest `window` per-step log ratios
     if evaluator is None:
         ratio_series = Series.objects.filter(run_id=series.run_id, metric="update_ratio", component=series.component).first()
         read = read_points
@@ -929,7 +931,7 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
             if jumped_from is None:
                 jumped_from = before_log  # where the weights were before something outside the optimizer moved them
             continue
-        rates = (rates + [jump / gap])[-params["window"]:]  # a jump is kept out of the history it is judged by
+        rates.append(jump / gap)  # a jump is kept out of the history it is judged by
         if jumped_from is not None:
             # The weights stay where the jump put them until they are back within min_ratio of where they were
             # (a rollback): the alert lasts as long as the damage does.
@@ -939,7 +941,7 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
                 flags.magnitude[i] = float(np.exp(away))
             else:
                 jumped_from = None
-    progress.state = {"last": last, "rates": rates, "attempt": number}
+    progress.state = {"last": last, "rates": list(rates), "attempt": number}
     if jumped_from is not None:
         progress.state["from"] = jumped_from
     return flags
