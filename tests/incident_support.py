@@ -48,3 +48,17 @@ def starter_project(project):
 
 def incidents(run_id):
     return list(Incident.objects.filter(run__run_id=run_id).select_related("origin__rule").order_by("opened_at", "id"))
+
+
+def two_alert_incident(project):
+    """One incident of two nonfinite alerts in run llama-ft-7 (layers.4's weights, then layers.1's gradients):
+    (the incident, its alerts)."""
+    from alerts.incidents import group_new_alerts
+    from ingest.models import Run
+    from tests.factories import make_alert, make_rule
+
+    health = make_rule(project, "nonfinite-gradients", kind="nonfinite", scope={"metrics": ["weight_norm", "grad_norm"]})
+    alerts = [make_alert(health, "llama-ft-7", "layers.4", metric="weight_norm", first_step=30),
+              make_alert(health, "llama-ft-7", "layers.1", metric="grad_norm", first_step=31)]
+    [made] = group_new_alerts(Run.objects.get(run_id="llama-ft-7"))
+    return made, alerts

@@ -2,20 +2,15 @@
 each alert row links to its own anchor; the run page leads with the run's open or unreviewed incidents."""
 import pytest
 
-from alerts.incidents import group_new_alerts
 from alerts.models import Alert, AlertState
-from ingest.models import Run
 from notifications.routing import incident_url
-from tests.factories import client_for, make_alert, make_rule
+from tests.factories import client_for
+from tests.incident_support import two_alert_incident
 
 
 @pytest.fixture
 def incident(project):
-    health = make_rule(project, "nonfinite-gradients", kind="nonfinite", scope={"metrics": ["weight_norm", "grad_norm"]})
-    alerts = [make_alert(health, "llama-ft-7", "layers.4", metric="weight_norm", first_step=30),
-              make_alert(health, "llama-ft-7", "layers.1", metric="grad_norm", first_step=31)]
-    [made] = group_new_alerts(Run.objects.get(run_id="llama-ft-7"))
-    return made, alerts
+    return two_alert_incident(project)
 
 
 def _link(incident, project):
