@@ -102,8 +102,11 @@ class Band:
         """`values` and the band's edges on the scale it is judged on: (values, centre, lower, upper)."""
         if not self.log:
             return values, self.centre, self.lower, self.upper
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (to_log(values), *(np.log(a) for a in (self.centre, self.lower, self.upper)))
+        edges = self.__dict__.get("_log_edges")
+        if edges is None:  # a judge asks twice (widened, then outside): the logs of the same edges once
+            with np.errstate(divide="ignore", invalid="ignore"):
+                edges = self.__dict__["_log_edges"] = tuple(np.log(a) for a in (self.centre, self.lower, self.upper))
+        return (to_log(values), *edges)
 
     def outside(self, values, direction):
         """(held, distance beyond the band in σ): held above, below or on either side per `direction`."""
@@ -130,8 +133,7 @@ class Band:
 
 def to_log(values):
     """log(value), a value ≤ 0 as the log of ABS_FLOOR: far below any positive level, never NaN."""
-    with np.errstate(invalid="ignore"):
-        return np.log(np.where(values > ABS_FLOOR, values, np.where(np.isnan(values), np.nan, ABS_FLOOR)))
+    return np.log(np.maximum(values, ABS_FLOOR))  # NaN stays NaN; -inf and ≤ 0 become ABS_FLOOR
 
 
 def _from_scale(centre, lower, upper, sigma, log):
