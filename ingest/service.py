@@ -304,7 +304,7 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
         batch's series has sent anything in it yet (a sender that rewinds what it sent in this attempt restarts
         again). The attempt is then the phase's: a later restart phase begins a new one."""
         current = attempts.opened_by_a_resent_step(step)
-        if current is None or any(attempt == run.attempt for _, attempt in writer.pending):
+        if current is None or writer.holds(run.attempt):
             return False
         mine = [series_by_key[key].pk for key in keys if series_by_key[key].pk is not None]
         if mine and Block.objects.filter(series_id__in=mine, attempt=run.attempt).exists():
@@ -316,17 +316,16 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
     if not repeats and not any(ph.phase == "restart" for ph in phases) and _only_new_steps(series_by_key, spans, steps):
         # The common case: no step of this batch was stored before, so none is a re-send.
         apply_phases(len(batch.points))
-        for key, (lo, hi) in spans.items():
-            series = series_by_key[key]
-            sent = times[lo:hi]
-            missing = np.isnan(sent)
-            writer.add_sorted_fresh(series, run.attempt, steps[lo:hi], values[lo:hi], sent, missing)
-            series.max_step = max(series.max_step, int(steps[hi - 1]))
-            if not missing.any():
-                latest = float(sent.max())
-            else:
-                latest = received_at if missing.all() else max(received_at, float(sent[~missing].max()))
-            series.last_time = max(series.last_time or 0.0, latest)
+        fresh = [series_by_key[key] for key in keys]
+        last_steps = latest = []
+        if fresh:
+            writer.add_fresh_columns(fresh, run.attempt, steps, values, times, bounds)
+            last_steps = steps[np.array(bounds[1:]) - 1].tolist()
+            # A series' latest time: its points' newest, the receipt's time standing in for a point sent without one.
+            latest = np.maximum.reduceat(np.where(np.isnan(times), received_at, times), bounds[:-1]).tolist()
+        for series, last_step, last_time in zip(fresh, last_steps, latest):
+            series.max_step = max(series.max_step, last_step)
+            series.last_time = max(series.last_time or 0.0, last_time)
             attempts.saw(series.max_step)
     else:
         _place_points_in_order(run, batch, series_by_key, attempts, writer, apply_phases, received_at)
