@@ -242,13 +242,44 @@ def _point_arrays(points):
         times = np.array(times, dtype=np.float64)  # None becomes NaN
         if any(sent_layers):
             layers = {(m, c): layer for m, c, layer in zip(metrics, components, sent_layers) if layer}
-    index = {key: code for code, key in enumerate(dict.fromkeys(zip(metrics, components)))}  # in order of first appearance
-    codes = np.fromiter(map(index.__getitem__, zip(metrics, components)), dtype=np.int64, count=len(metrics))
+    index, codes = _series_codes(metrics, components)
     order = np.lexsort((steps, codes))
     codes, steps, values, times = codes[order], steps[order], values[order], times[order]
     repeats = bool(np.any((codes[1:] == codes[:-1]) & (steps[1:] == steps[:-1])))
     bounds = np.searchsorted(codes, np.arange(len(index) + 1)).tolist()
     return list(index), steps, values, times, bounds, repeats, layers
+
+
+def _series_codes(metrics, components):
+    """({(metric, component): code}, each point's code): codes number the series in order of first appearance."""
+    period = _period(metrics, components)
+    if period:
+        index = {key: code for code, key in enumerate(zip(metrics[:period], components[:period]))}
+        if len(index) == period:
+            return index, np.arange(len(metrics), dtype=np.int64) % period
+    index = {key: code for code, key in enumerate(dict.fromkeys(zip(metrics, components)))}
+    return index, np.fromiter(map(index.__getitem__, zip(metrics, components)), dtype=np.int64, count=len(metrics))
+
+
+def _period(metrics, components, tries=256) -> int | None:
+    """k when point i is of the same series as point i - k throughout (and k is the least such), else None.
+
+    A job logs the same series step after step, so a batch usually repeats one sequence of series: its
+    series and their codes then come from the first k points, without a tuple and a hash for every point.
+    """
+    k = 0
+    for _ in range(tries):
+        try:
+            k = metrics.index(metrics[0], k + 1)
+        except ValueError:
+            return None
+        if components[k] == components[0]:
+            break
+    else:
+        return None
+    if metrics[k:] != metrics[:-k] or components[k:] != components[:-k]:
+        return None
+    return k
 
 
 def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:

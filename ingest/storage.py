@@ -315,7 +315,14 @@ def array_literal(values) -> str:
     the statements it serves (measured: ~2 ms a 5,000-point batch for a dozen 54-element arrays).
     Every element is made a number here (repr keeps a double exact, and PostgreSQL reads its nan, inf and
     -inf), so nothing else can ever reach the literal: a string would raise instead of adding elements.
+    Columns of plain ints or plain floats (the usual ones) are written without a check per element.
     """
+    values = values if isinstance(values, (list, tuple)) else list(values)
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        return "{" + ",".join(map(int.__repr__, values)) + "}"
+    if kinds == {float}:
+        return "{" + ",".join(map(float.__repr__, values)) + "}"
     return "{" + ",".join("NULL" if v is None else _number(v) for v in values) + "}"
 
 
