@@ -13,6 +13,7 @@ from psycopg import Pipeline
 
 from ingest.contract import Batch, PointColumns, layer_for_metric, phase_kind
 from ingest.models import CATCH_ALL_SUFFIX
+from ingest.rows import Selection
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
 from ingest.signals import announce_batch_stored, requested_actions
 from ingest.storage import BlockWriter, array_literal, db_float, execute_together, stored_steps
@@ -113,6 +114,10 @@ def _insert_receipt(receipt) -> bool:
     return True
 
 
+# What locked_run reads of a run, by the identity JSON fields it leaves unread.
+_RUNS: dict[tuple, Selection] = {}
+
+
 def locked_run(project, batch: Batch, now) -> Run:
     """The run, with this transaction holding the run's ingest lock until it commits.
 
@@ -129,7 +134,16 @@ def locked_run(project, batch: Batch, now) -> Run:
         raise RunOfAnotherProject(run_id)
     # Identity JSON the batch does not send is neither compared nor saved: left unread (config may be 256 KiB).
     unsent = [name for name in ("config", "budget", "tags") if batch.run.get(name) is None]
-    runs = Run.objects.filter(run_id=run_id).defer(*unsent)
+    selection = _RUNS.get(tuple(unsent)) or _RUNS.setdefault(tuple(unsent), Selection(Run, leave_out=unsent))
+    # Run.objects.filter(run_id=run_id).defer(*unsent).first(), without building the query (ingest/rows.py).
+    sql = (f"SELECT {selection.columns()} FROM {selection.table()} WHERE {selection.table()}.run_id = %s "
+           f"ORDER BY {selection.table()}.id ASC LIMIT 1")
+
+    def read_run():
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [run_id])
+            return next(iter(selection.instances(cursor.fetchall())), None)
+
     if connection.vendor == "postgresql":
         # Keyed by the id's hash, so the lock comes before the run's row is even read:
         # concurrent first batches of a new run queue here instead of racing to create it.
@@ -139,9 +153,9 @@ def locked_run(project, batch: Batch, now) -> Run:
         together = connection.connection.pipeline() if Pipeline.is_supported() else nullcontext()  # libpq >= 14
         with together, connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [run_id])
-            run = runs.first()
+            run = read_run()
     else:
-        run = runs.first()
+        run = read_run()
     if run is None:
         try:
             with transaction.atomic():
@@ -287,7 +301,7 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
     the series' progress and the rollups, which nothing reads before commit."""
     received_at = now.timestamp()
     attempts = _AttemptTracker(run, now)
-    series_by_key = {(s.metric, s.component): s for s in Series.objects.filter(run=run)}
+    series_by_key = {(s.metric, s.component): s for s in _series_of(run)}
     keys, steps, values, times, bounds, repeats, layers = _point_arrays(batch.points) if len(batch.points) else (
         [], None, None, None, [0], False, {})
     new_series = {}
@@ -382,6 +396,16 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
         ]
     )
     return statements
+
+
+_SERIES = Selection(Series)
+
+
+def _series_of(run: Run) -> list[Series]:
+    """The run's series, as Series.objects.filter(run=run) gives them, from one plain statement (ingest/rows.py)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_SERIES.columns()} FROM {_SERIES.table()} WHERE {_SERIES.table()}.run_id = %s", [run.pk])
+        return _SERIES.instances(cursor.fetchall())
 
 
 def _only_new_steps(series_by_key, spans, steps) -> bool:
