@@ -141,8 +141,9 @@ class BlockWriter:
         for the caller to send with its own (execute_together): nothing reads their results."""
         blocks = []
         merges = {}  # (series, bucket) -> Summary of fresh points
-        if self.columns is not None:
-            self._fresh_blocks(blocks, merges)
+        # A batch's points take one way or the other (ingest/service.py), so no bucket is in both.
+        assert self.columns is None or not self.pending
+        fresh_parts = self._fresh_blocks(blocks) if self.columns is not None else []
         for (key, attempt), (series, points, flags) in self.pending.items():
             columns = tuple(zip(*points))
             steps = np.array(columns[0], dtype=np.int64)
@@ -184,11 +185,12 @@ class BlockWriter:
         for key, buckets in self.dirty.items():
             series = next(entry[0] for (k, _), entry in self.pending.items() if k == key)
             replaced += [(series.pk, bucket, summary) for bucket, summary in recompute_buckets(series, buckets).items()]
-        return (_merge_rollups([(series.pk, bucket, summary) for (series, bucket), summary in merges.items()])
+        return (_merge_rollups(fresh_parts + [(series.pk, bucket, summary) for (series, bucket), summary in merges.items()])
                 + _replace_rollups(replaced))
 
-    def _fresh_blocks(self, blocks, merges):
-        """add_fresh_columns' blocks (one a series) and their buckets' summaries, as write() makes them a block at a time."""
+    def _fresh_blocks(self, blocks) -> list:
+        """add_fresh_columns' blocks (one a series), added to `blocks` as write() makes them a block at a time;
+        answers their buckets' summaries [(series id, bucket, Summary)], one a series and bucket."""
         series_list, attempt, steps, values, times, bounds = self.columns
         n = len(steps)
         starts = np.array(bounds[:-1], dtype=np.intp)
@@ -202,22 +204,22 @@ class BlockWriter:
         time_bytes = _block_deltas(np.round(kept * 1e6).astype(np.int64), starts).tobytes()
         block_sums = _summaries(steps, values, starts, ends)
         receipt_id = self.receipt.pk
-        for series, lo, hi, count, none_timed, summary in zip(series_list, starts.tolist(), ends.tolist(), counts, untimed,
-                                                             block_sums):
+        ids = [series.pk for series in series_list]
+        for series_id, first, lo, hi, count, none_timed, summary in zip(ids, steps[starts].tolist(), starts.tolist(),
+                                                                       ends.tolist(), counts, untimed, block_sums):
             parts = [_HEADER.pack(_HAS_TIMES if none_timed < count else 0, count), step_bytes[8 * lo:8 * hi],
                      value_bytes[8 * lo:8 * hi]]
             if none_timed < count:
                 parts.append(time_bytes[8 * lo:8 * hi])
-            blocks.append((series.pk, attempt, int(steps[lo]), summary.last_step, summary.count, summary.nonfinite_count,
+            blocks.append((series_id, attempt, first, summary.last_step, summary.count, summary.nonfinite_count,
                            summary.min_value, summary.max_value, receipt_id, zlib.compress(b"".join(parts), 1)))
         # A bucket's part of a block: the block cut where the bucket changes (a block of one bucket is one part).
         buckets = steps // ROLLUP_WIDTH
         cuts = np.union1d(starts, np.flatnonzero(buckets[1:] != buckets[:-1]) + 1)
         cut_ends = np.append(cuts[1:], n)
         owner = (np.searchsorted(starts, cuts, side="right") - 1).tolist()
-        for index, bucket, summary in zip(owner, buckets[cuts].tolist(), _summaries(steps, values, cuts, cut_ends)):
-            merge_key = (series_list[index], bucket)
-            merges[merge_key] = merges[merge_key].merge(summary) if merge_key in merges else summary
+        return [(ids[index], bucket, summary)
+                for index, bucket, summary in zip(owner, buckets[cuts].tolist(), _summaries(steps, values, cuts, cut_ends))]
 
 
 def _block_deltas(a: np.ndarray, starts: np.ndarray) -> np.ndarray:
