@@ -42,10 +42,19 @@ def _deltas(a: np.ndarray) -> bytes:
 
 
 def pack(steps: np.ndarray, values: np.ndarray, times: np.ndarray | None) -> bytes:
-    n = len(steps)
-    parts = [_HEADER.pack(_HAS_TIMES if times is not None else 0, n), _deltas(steps), values.astype("<f8").tobytes()]
-    if times is not None:
-        parts.append(_deltas(np.round(times * 1e6).astype(np.int64)))
+    return packed(len(steps), _deltas(steps), values.astype("<f8").tobytes(),
+                  None if times is None else _deltas(_microseconds(times)))
+
+
+def _microseconds(times: np.ndarray) -> np.ndarray:
+    return np.round(times * 1e6).astype(np.int64)
+
+
+def packed(count: int, step_deltas: bytes, values: bytes, time_deltas: bytes | None) -> bytes:
+    """A block's stored bytes from its columns already laid out (8 bytes a point each; see pack)."""
+    parts = [_HEADER.pack(_HAS_TIMES if time_deltas is not None else 0, count), step_deltas, values]
+    if time_deltas is not None:
+        parts.append(time_deltas)
     return zlib.compress(b"".join(parts), 1)
 
 
@@ -201,18 +210,16 @@ class BlockWriter:
         kept = np.where(missing, self.received_at, times) if untimed and any(untimed) else times
         step_bytes = _block_deltas(steps, starts).tobytes()
         value_bytes = values.astype("<f8").tobytes()
-        time_bytes = _block_deltas(np.round(kept * 1e6).astype(np.int64), starts).tobytes()
+        time_bytes = _block_deltas(_microseconds(kept), starts).tobytes()
         block_sums = _summaries(steps, values, starts, ends)
         receipt_id = self.receipt.pk
         ids = [series.pk for series in series_list]
         for series_id, first, lo, hi, count, none_timed, summary in zip(ids, steps[starts].tolist(), starts.tolist(),
                                                                        ends.tolist(), counts, untimed, block_sums):
-            parts = [_HEADER.pack(_HAS_TIMES if none_timed < count else 0, count), step_bytes[8 * lo:8 * hi],
-                     value_bytes[8 * lo:8 * hi]]
-            if none_timed < count:
-                parts.append(time_bytes[8 * lo:8 * hi])
+            data = packed(count, step_bytes[8 * lo:8 * hi], value_bytes[8 * lo:8 * hi],
+                          time_bytes[8 * lo:8 * hi] if none_timed < count else None)
             blocks.append((series_id, attempt, first, summary.last_step, summary.count, summary.nonfinite_count,
-                           summary.min_value, summary.max_value, receipt_id, zlib.compress(b"".join(parts), 1)))
+                           summary.min_value, summary.max_value, receipt_id, data))
         # A bucket's part of a block: the block cut where the bucket changes (a block of one bucket is one part).
         buckets = steps // ROLLUP_WIDTH
         cuts = np.union1d(starts, np.flatnonzero(buckets[1:] != buckets[:-1]) + 1)
