@@ -13,8 +13,8 @@ from psycopg import Pipeline
 
 from ingest.contract import Batch, PointColumns, layer_for_metric, phase_kind
 from ingest.models import CATCH_ALL_SUFFIX
-from ingest.rows import Selection
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
+from ingest.rows import Selection
 from ingest.signals import announce_batch_stored, requested_actions
 from ingest.storage import BlockWriter, array_literal, db_float, execute_together, stored_steps
 from opsconsole import metrics

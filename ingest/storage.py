@@ -120,7 +120,7 @@ class BlockWriter:
         self.receipt = receipt
         self.received_at = received_at
         # Keyed by the series object's identity: new series get their primary key only at write time.
-        self.pending = {}  # (id(series), attempt) -> [series, points, fresh flags or None when all fresh]
+        self.pending = {}  # (id(series), attempt) -> [series, points, fresh flags]
         self.dirty = defaultdict(set)  # id(series) -> buckets to recompute
         self.columns = None  # add_fresh_columns
 
