@@ -929,7 +929,7 @@ def profile(args, data: RunData, n_profile: int, warmup: int):
         (storage.BlockWriter, "write", lambda a: "BlockWriter.write (blocks + rollups)"),
         (storage, "_merge_rollups", lambda a: "storage._merge_rollups"),
         (storage, "_replace_rollups", lambda a: "storage._replace_rollups"),
-        (storage, "pack", lambda a: "storage.pack (zlib)"),
+        (storage, "packed", lambda a: "storage.packed (zlib)"),
     ]
     originals = [(owner, attr, wrap(owner, attr, label)) for owner, attr, label in targets if hasattr(owner, attr)]
     sql_time = defaultdict(float)
@@ -963,7 +963,7 @@ def profile(args, data: RunData, n_profile: int, warmup: int):
     points = data.n_series * STEPS_PER_BATCH
     print(f"  no profiler: parse_json_batch {t_parse / n * 1000:.1f} ms + ingest_batch {t_store / n * 1000:.1f} ms "
           f"= {(t_parse + t_store) / n * 1000:.1f} ms a batch -> {points * n / (t_parse + t_store):,.0f} points/s on one core")
-    print("  inside ingest_batch, ms a batch (nested: BlockWriter.write holds Block bulk_create, pack and the rollup merge):")
+    print("  inside ingest_batch, ms a batch (nested: BlockWriter.write holds Block bulk_create, packed and the rollup merge):")
     for label in sorted(spent, key=spent.get, reverse=True):
         print(f"    {spent[label] / n * 1000:8.1f} ms  {calls[label] / n:6.1f} calls  {label}")
     print(f"  SQL round trips, ms a batch ({sum(sql_calls.values()) / n:.0f} statements, "

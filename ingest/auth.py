@@ -9,11 +9,12 @@ not a guess, so it never counts towards a throttle.
 """
 from dataclasses import dataclass
 
-from django.db import models
+from django.db import connection, models
 from django.utils.functional import cached_property
 from rest_framework import authentication, exceptions, status
 
-from ingest.models import ProjectToken, hash_token
+from ingest.models import Project, ProjectToken, hash_token
+from ingest.rows import Selection
 
 
 class ProjectTokenUser:
@@ -83,8 +84,30 @@ def find_token(raw: str) -> Bearer | None:
         personal = (PersonalToken.objects.select_related("user")
                     .filter(token_hash=hash_token(raw), revoked_at__isnull=True, user__is_active=True).first())
         return Bearer(TokenKind.PERSONAL, personal) if personal else None
-    project = ProjectToken.objects.select_related("project").filter(token_hash=hash_token(raw), revoked_at__isnull=True).first()
-    return Bearer(TokenKind.PROJECT, project) if project else None
+    token = _project_token(hash_token(raw))
+    return Bearer(TokenKind.PROJECT, token) if token else None
+
+
+_TOKENS, _PROJECTS = Selection(ProjectToken), Selection(Project)
+
+
+def _project_token(token_hash: str) -> ProjectToken | None:
+    """ProjectToken.objects.select_related("project").filter(token_hash=…, revoked_at__isnull=True).first(),
+    without building the query: every ingest request asks it (ingest/rows.py). Read afresh each time, so a
+    revoked token stops at once."""
+    tokens, projects = _TOKENS.table(), _PROJECTS.table()
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_TOKENS.columns()}, {_PROJECTS.columns()} FROM {tokens} "
+                       f"INNER JOIN {projects} ON {projects}.id = {tokens}.project_id "
+                       f"WHERE {tokens}.token_hash = %s AND {tokens}.revoked_at IS NULL ORDER BY {tokens}.id ASC LIMIT 1",
+                       [token_hash])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    split = len(_TOKENS.fields)
+    token, = _TOKENS.instances([row[:split]])
+    token.project, = _PROJECTS.instances([row[split:]])
+    return token
 
 
 def token_from_header(header: str | None):

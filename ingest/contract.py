@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 import orjson
@@ -517,6 +518,7 @@ def validate_phase(obj, path, errors, position=0) -> Phase | None:
 
 _FLOAT_EXACT_INT = 2**53
 _NONE = type(None)
+_STEP, _METRIC, _VALUE = itemgetter("step"), itemgetter("metric"), itemgetter("value")
 
 
 def common_points(points: list) -> PointColumns | None:
@@ -529,58 +531,69 @@ def common_points(points: list) -> PointColumns | None:
     point is not of that kind this answers None and the caller checks point by point, so every
     error is still named by its point.
     """
-    if not points or set(map(type, points)) != {dict}:
+    if not points:
         return None
-    steps = [p.get("step") for p in points]
-    if set(map(type, steps)) != {int} or min(steps) < 0 or max(steps) > MAX_STEP:
+    try:
+        # A point that is not an object, or lacks step, metric or value, raises here.
+        steps = list(map(_STEP, points))
+        metrics = list(map(_METRIC, points))
+        values = list(map(_VALUE, points))
+        components = list(map(dict.get, points, repeat("component")))
+        times = list(map(dict.get, points, repeat("time")))
+        # Names by their distinct values: nothing JSON holds equals a string but that string (numbers
+        # could hide a bool among equal ints this way, so their types are checked on every point).
+        names = set(metrics)
+        parts = set(components)
+    except (KeyError, TypeError):  # TypeError: not an object, or a name that is an array or an object
         return None
-    metrics = [p.get("metric") for p in points]
-    if set(map(type, metrics)) != {str} or not all(METRIC_RE.fullmatch(m) for m in set(metrics)):
+    if set(map(type, steps)) != {int}:
         return None
-    values = [p.get("value") for p in points]
-    kinds = set(map(type, values))
-    if not kinds <= {float, int, str}:
+    if not all(type(m) is str for m in names) or not all(METRIC_RE.fullmatch(m) for m in names):
         return None
-    if int in kinds:
-        exact = [v for v in values if type(v) is int]
-        if min(exact) < -_FLOAT_EXACT_INT or max(exact) > _FLOAT_EXACT_INT:
-            return None
-    if str in kinds:  # non-finite values, as the contract spells them
+    value_kinds = set(map(type, values))
+    if not value_kinds <= {float, int, str}:
+        return None
+    if str in value_kinds:  # non-finite values, as the contract spells them
         if not set(v for v in values if type(v) is str) <= NONFINITE_STRINGS.keys():
             return None
         values = [NONFINITE_STRINGS[v] if type(v) is str else v for v in values]
-    components = [p.get("component") for p in points]
-    kinds = set(map(type, components))
-    if not kinds <= {_NONE, str}:
-        return None
-    unnamed = components.count(None)
-    if str in kinds:
-        if not all(c is not None and COMPONENT_RE.fullmatch(c) for c in set(components) - {None}):
+    unnamed = components.count(None) if None in parts else 0
+    parts.discard(None)
+    if parts:
+        if not all(type(c) is str for c in parts) or not all(COMPONENT_RE.fullmatch(c) for c in parts):
             return None
         if unnamed:
             components = [c or "" for c in components]
     else:
         components = [""] * len(points)
-    times = [p.get("time") for p in points]
     kinds = set(map(type, times))
     if not kinds <= {_NONE, float, int}:
         return None
-    untimed = times.count(None)
-    if int in kinds:
-        whole = [t for t in times if type(t) is int]
-        if min(whole) < 0 or max(whole) > MAX_TIME:
-            return None
+    untimed = times.count(None) if _NONE in kinds else 0
     # Every point holds step, metric and value; component and time where not None: any other key
     # (layer, an unknown field, a null component or time) makes a point longer than that.
     n = len(points)
     if sum(map(len, points)) != 5 * n - unnamed - untimed:
         return None
-    when = np.array(times, dtype=np.float64)  # None becomes NaN
+    try:
+        step_array = np.array(steps, dtype=np.int64)
+        value_array = np.array(values, dtype=np.float64)
+        when = np.array(times, dtype=np.float64)  # None becomes NaN
+    except OverflowError:  # an integer beyond int64 or the float range: out of range anyway
+        return None
+    if step_array.min() < 0 or step_array.max() > MAX_STEP:
+        return None
+    # An integer value beyond ±2**53 becomes a float at least that large: only then are the integers looked at.
+    if int in value_kinds and (np.abs(value_array) >= _FLOAT_EXACT_INT).any():
+        exact = [v for v in values if type(v) is int]
+        if min(exact) < -_FLOAT_EXACT_INT or max(exact) > _FLOAT_EXACT_INT:
+            return None
     sent = when[~np.isnan(when)]
-    # A NaN time (Python's bare token) is not a missing one; ±Infinity fails the range.
+    # A NaN time (Python's bare token) is not a missing one; ±Infinity fails the range. An integer time
+    # is exact as a float below MAX_TIME, and one above stays above it.
     if len(sent) != n - untimed or not ((sent >= 0) & (sent <= MAX_TIME)).all():
         return None
-    return PointColumns(np.array(steps, dtype=np.int64), metrics, components, np.array(values, dtype=np.float64), when)
+    return PointColumns(step_array, metrics, components, value_array, when)
 
 
 def fast_point(obj, names):

@@ -14,6 +14,7 @@ from psycopg import Pipeline
 from ingest.contract import Batch, PointColumns, layer_for_metric, phase_kind
 from ingest.models import CATCH_ALL_SUFFIX
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
+from ingest.rows import Selection
 from ingest.signals import announce_batch_stored, requested_actions
 from ingest.storage import BlockWriter, array_literal, db_float, execute_together, stored_steps
 from opsconsole import metrics
@@ -113,6 +114,10 @@ def _insert_receipt(receipt) -> bool:
     return True
 
 
+# What locked_run reads of a run, by the identity JSON fields it leaves unread.
+_RUNS: dict[tuple, Selection] = {}
+
+
 def locked_run(project, batch: Batch, now) -> Run:
     """The run, with this transaction holding the run's ingest lock until it commits.
 
@@ -129,7 +134,16 @@ def locked_run(project, batch: Batch, now) -> Run:
         raise RunOfAnotherProject(run_id)
     # Identity JSON the batch does not send is neither compared nor saved: left unread (config may be 256 KiB).
     unsent = [name for name in ("config", "budget", "tags") if batch.run.get(name) is None]
-    runs = Run.objects.filter(run_id=run_id).defer(*unsent)
+    selection = _RUNS.get(tuple(unsent)) or _RUNS.setdefault(tuple(unsent), Selection(Run, leave_out=unsent))
+    # Run.objects.filter(run_id=run_id).defer(*unsent).first(), without building the query (ingest/rows.py).
+    sql = (f"SELECT {selection.columns()} FROM {selection.table()} WHERE {selection.table()}.run_id = %s "
+           f"ORDER BY {selection.table()}.id ASC LIMIT 1")
+
+    def read_run():
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [run_id])
+            return next(iter(selection.instances(cursor.fetchall())), None)
+
     if connection.vendor == "postgresql":
         # Keyed by the id's hash, so the lock comes before the run's row is even read:
         # concurrent first batches of a new run queue here instead of racing to create it.
@@ -139,9 +153,9 @@ def locked_run(project, batch: Batch, now) -> Run:
         together = connection.connection.pipeline() if Pipeline.is_supported() else nullcontext()  # libpq >= 14
         with together, connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [run_id])
-            run = runs.first()
+            run = read_run()
     else:
-        run = runs.first()
+        run = read_run()
     if run is None:
         try:
             with transaction.atomic():
@@ -242,8 +256,7 @@ def _point_arrays(points):
         times = np.array(times, dtype=np.float64)  # None becomes NaN
         if any(sent_layers):
             layers = {(m, c): layer for m, c, layer in zip(metrics, components, sent_layers) if layer}
-    index = {key: code for code, key in enumerate(dict.fromkeys(zip(metrics, components)))}  # in order of first appearance
-    codes = np.fromiter(map(index.__getitem__, zip(metrics, components)), dtype=np.int64, count=len(metrics))
+    index, codes = _series_codes(metrics, components)
     order = np.lexsort((steps, codes))
     codes, steps, values, times = codes[order], steps[order], values[order], times[order]
     repeats = bool(np.any((codes[1:] == codes[:-1]) & (steps[1:] == steps[:-1])))
@@ -251,12 +264,44 @@ def _point_arrays(points):
     return list(index), steps, values, times, bounds, repeats, layers
 
 
+def _series_codes(metrics, components):
+    """({(metric, component): code}, each point's code): codes number the series in order of first appearance."""
+    period = _period(metrics, components)
+    if period:
+        index = {key: code for code, key in enumerate(zip(metrics[:period], components[:period]))}
+        if len(index) == period:
+            return index, np.arange(len(metrics), dtype=np.int64) % period
+    index = {key: code for code, key in enumerate(dict.fromkeys(zip(metrics, components)))}
+    return index, np.fromiter(map(index.__getitem__, zip(metrics, components)), dtype=np.int64, count=len(metrics))
+
+
+def _period(metrics, components, tries=256) -> int | None:
+    """k when point i is of the same series as point i - k throughout (and k is the least such), else None.
+
+    A job logs the same series step after step, so a batch usually repeats one sequence of series: its
+    series and their codes then come from the first k points, without a tuple and a hash for every point.
+    """
+    k = 0
+    for _ in range(tries):
+        try:
+            k = metrics.index(metrics[0], k + 1)
+        except ValueError:
+            return None
+        if components[k] == components[0]:
+            break
+    else:
+        return None
+    if metrics[k:] != metrics[:-k] or components[k:] != components[:-k]:
+        return None
+    return k
+
+
 def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
     """Stores the batch's points, phases and events; answers the statements left to send [(sql, params)]:
     the series' progress and the rollups, which nothing reads before commit."""
     received_at = now.timestamp()
     attempts = _AttemptTracker(run, now)
-    series_by_key = {(s.metric, s.component): s for s in Series.objects.filter(run=run)}
+    series_by_key = {(s.metric, s.component): s for s in _series_of(run)}
     keys, steps, values, times, bounds, repeats, layers = _point_arrays(batch.points) if len(batch.points) else (
         [], None, None, None, [0], False, {})
     new_series = {}
@@ -304,7 +349,7 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
         batch's series has sent anything in it yet (a sender that rewinds what it sent in this attempt restarts
         again). The attempt is then the phase's: a later restart phase begins a new one."""
         current = attempts.opened_by_a_resent_step(step)
-        if current is None or any(attempt == run.attempt for _, attempt in writer.pending):
+        if current is None or writer.holds(run.attempt):
             return False
         mine = [series_by_key[key].pk for key in keys if series_by_key[key].pk is not None]
         if mine and Block.objects.filter(series_id__in=mine, attempt=run.attempt).exists():
@@ -316,17 +361,16 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
     if not repeats and not any(ph.phase == "restart" for ph in phases) and _only_new_steps(series_by_key, spans, steps):
         # The common case: no step of this batch was stored before, so none is a re-send.
         apply_phases(len(batch.points))
-        for key, (lo, hi) in spans.items():
-            series = series_by_key[key]
-            sent = times[lo:hi]
-            missing = np.isnan(sent)
-            writer.add_sorted_fresh(series, run.attempt, steps[lo:hi], values[lo:hi], sent, missing)
-            series.max_step = max(series.max_step, int(steps[hi - 1]))
-            if not missing.any():
-                latest = float(sent.max())
-            else:
-                latest = received_at if missing.all() else max(received_at, float(sent[~missing].max()))
-            series.last_time = max(series.last_time or 0.0, latest)
+        fresh = [series_by_key[key] for key in keys]
+        last_steps = latest = []
+        if fresh:
+            writer.add_fresh_columns(fresh, run.attempt, steps, values, times, bounds)
+            last_steps = steps[np.array(bounds[1:]) - 1].tolist()
+            # A series' latest time: its points' newest, the receipt's time standing in for a point sent without one.
+            latest = np.maximum.reduceat(np.where(np.isnan(times), received_at, times), bounds[:-1]).tolist()
+        for series, last_step, last_time in zip(fresh, last_steps, latest):
+            series.max_step = max(series.max_step, last_step)
+            series.last_time = max(series.last_time or 0.0, last_time)
             attempts.saw(series.max_step)
     else:
         _place_points_in_order(run, batch, series_by_key, attempts, writer, apply_phases, received_at)
@@ -352,6 +396,16 @@ def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
         ]
     )
     return statements
+
+
+_SERIES = Selection(Series)
+
+
+def _series_of(run: Run) -> list[Series]:
+    """The run's series, as Series.objects.filter(run=run) gives them, from one plain statement (ingest/rows.py)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_SERIES.columns()} FROM {_SERIES.table()} WHERE {_SERIES.table()}.run_id = %s", [run.pk])
+        return _SERIES.instances(cursor.fetchall())
 
 
 def _only_new_steps(series_by_key, spans, steps) -> bool:
