@@ -411,7 +411,7 @@ def _judged_lazily(judge, block, steps, values, merged_values, positions, params
 
 
 def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judge, *, pending=None,
-                clear_needed=1, adapt_after=None, held_before=0, keep=500, lookahead=256, rollback=0, exact_at=None):
+                clear_needed=1, adapt_after=None, held_before=0, keep=500, lookahead=1024, rollback=0, exact_at=None):
     """Judge points one by one in step order, each against the band of the points before it that were kept.
 
     A point judged outside (held) opens an excursion: from it on the band is
@@ -427,7 +427,7 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
     old opt-in: after that many held points in a row the level is absorbed.
 
     Exactly the point-by-point semantics, computed `lookahead` points at a
-    time: outside an excursion, bands are computed for a block as if every
+    time (more while nothing is held): outside an excursion, bands are computed for a block as if every
     point in it were kept, up to the first held point; inside one the band is
     the same for every point, so it is computed once.
 
@@ -469,9 +469,11 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
         kept_steps = merged[merged_order][-keep:]
         kept_values = np.concatenate([kept_values, np.asarray(add_values, dtype=float)])[merged_order][-keep:]
 
-    i = 0
+    i, size = 0, lookahead
     while i < n:
-        block = order[i:i + lookahead]
+        # A block twice as long after one that held nothing (up to 4 × lookahead), back to `lookahead` after a
+        # held point: a quiet series is judged in few numpy passes, one that keeps leaving its band wastes little.
+        block = order[i:i + size]
         if pending is not None:
             # The excursion's band: the history before it, frozen, the same for every point.
             one = band_at(kept_values, [len(kept_values)], params)
@@ -523,6 +525,7 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
         for f in out:
             out[f][final] = getattr(band, f)[:upto]
         i += upto
+        size = min(size * 2, 4 * lookahead) if upto == len(block) and not block_held[:upto].any() else lookahead
     band = Band(out["centre"], out["lower"], out["upper"], out["sigma"], params.scale == "ratio")
     if pending is not None:
         pending = (np.asarray(pending[0], dtype=np.int64), np.asarray(pending[1], dtype=float))
