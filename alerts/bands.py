@@ -387,6 +387,9 @@ def series_band(series, start=None, end=None, params: BandParams = BandParams(),
     return (all_steps[order], *(np.concatenate([getattr(b, f) for b in parts])[order] for f in ("centre", "lower", "upper")))
 
 
+EXCURSION_POINTS = 256
+
+
 def _judged_lazily(judge, block, steps, values, merged_values, positions, params, exact):
     """judge() of a block outside an excursion, as against band_at's exact bands: the spread is computed only
     for the points the narrowest band holds and those whose band is wanted exactly (`exact`)."""
@@ -473,7 +476,9 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
     while i < n:
         # A block twice as long after one that held nothing (up to 4 × lookahead), back to `lookahead` after a
         # held point: a quiet series is judged in few numpy passes, one that keeps leaving its band wastes little.
-        block = order[i:i + size]
+        # In an excursion the band is frozen for a block, so a long one absorbed by the old opt-in (adapt_after)
+        # moves its band every EXCURSION_POINTS, as it always did.
+        block = order[i:i + (EXCURSION_POINTS if pending is not None else size)]
         if pending is not None:
             # The excursion's band: the history before it, frozen, the same for every point.
             one = band_at(kept_values, [len(kept_values)], params)
