@@ -197,7 +197,12 @@ def queues_began():
     try:
         raw = client.get(BROKER_MARK)
         if raw is None:
-            started = timezone.now() - timedelta(seconds=client.info("server")["uptime_in_seconds"])
+            # Redis counts its uptime in whole seconds of its own clock, so now - uptime may fall up to a second
+            # before it really started, after a batch queued on the Redis that died: that batch would wait out
+            # EVALUATION_REQUEUE_SECONDS. A second later (never past now) errs the other way: a batch queued in
+            # the new Redis's first second may be queued twice, which its evaluation's claim makes harmless.
+            now = timezone.now()
+            started = min(now, now - timedelta(seconds=client.info("server")["uptime_in_seconds"] - 1))
             if client.set(BROKER_MARK, started.isoformat(), nx=True):
                 log.warning("the evaluation queue began at %s (Redis started without the queue's data): "
                             "unevaluated batches queued before then are queued again", started.isoformat())
