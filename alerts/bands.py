@@ -30,6 +30,7 @@ did at that step.
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, fields
 
@@ -43,9 +44,10 @@ ABS_FLOOR = 1e-12
 RECENT_POINTS = 10  # the level extrapolated from a window's trend stays between its second half and these last points
 # Two band rules often judge one series with the same window (gradient-explosion and vanishing-gradient on a
 # grad_norm, loss-spike and loss-under-trend on the loss), back to back: they differ only in width, floor and
-# caps, so the level and spread of the same history are computed once. Keyed by the history's exact bytes.
-CORE_CACHE_SIZE = 64
-_core_cache: OrderedDict = OrderedDict()
+# caps, so the level and spread of the same history are computed once (judged_band's, keyed by the history's
+# exact bytes). One memo a thread: a web process's threads draw charts at once.
+CORE_CACHE_SIZE = 32
+_memo = threading.local()
 
 
 def row_medians(rows: np.ndarray, in_place=False) -> np.ndarray:
@@ -262,7 +264,7 @@ def _prefix_level_and_spread(values: np.ndarray, lengths: np.ndarray, spread=Tru
     return _within(second + slope * (w - second_at), second, recent), sigma, slope
 
 
-def band_at(values: np.ndarray, positions, params: BandParams = BandParams(), spread=True) -> Band:
+def band_at(values: np.ndarray, positions, params: BandParams = BandParams(), spread=True, memo=False) -> Band:
     """The band for values[i], from values[i-window:i], at each i in positions.
 
     `values` holds one series' finite values of one phase kind in the order
@@ -273,21 +275,29 @@ def band_at(values: np.ndarray, positions, params: BandParams = BandParams(), sp
     """
     values = np.asarray(values, dtype=float)
     positions = np.asarray(positions, dtype=np.int64)
-    key = (values.tobytes(), positions.tobytes(), params.window, params.min_history, params.scale,
-           params.drift_ratio is not None, spread)
-    core = _core_cache.get(key)
-    if core is None:
-        core = _core(values, positions, params, spread)
-        _core_cache[key] = core
-        if len(_core_cache) > CORE_CACHE_SIZE:
-            _core_cache.popitem(last=False)
-    else:
-        _core_cache.move_to_end(key)
+    core = _remembered(values, positions, params, spread) if memo else _core(values, positions, params, spread)
     centre, sigma, slope, anchor, last = core
     band = _finish(centre, sigma, params, anchor)
     band.last = last
     band.slope = slope
     return band
+
+
+def _remembered(values, positions, params: BandParams, spread):
+    """_core, from this thread's memo of the last CORE_CACHE_SIZE."""
+    cache = getattr(_memo, "cores", None)
+    if cache is None:
+        cache = _memo.cores = OrderedDict()
+    key = (values.tobytes(), positions.tobytes(), params.window, params.min_history, params.scale,
+           params.drift_ratio is not None, spread)
+    core = cache.get(key)
+    if core is None:
+        core = cache[key] = _core(values, positions, params, spread)
+        if len(cache) > CORE_CACHE_SIZE:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return core
 
 
 def _core(values, positions, params: BandParams, spread=True):
@@ -393,11 +403,11 @@ EXCURSION_POINTS = 256
 def _judged_lazily(judge, block, steps, values, merged_values, positions, params, exact):
     """judge() of a block outside an excursion, as against band_at's exact bands: the spread is computed only
     for the points the narrowest band holds and those whose band is wanted exactly (`exact`)."""
-    narrow = band_at(merged_values, positions, params, spread=False)
+    narrow = band_at(merged_values, positions, params, spread=False, memo=True)
     held, magnitude, used = judge(block, steps[block], values[block], narrow, False)
     need = held | exact
     if need.all():
-        return judge(block, steps[block], values[block], band_at(merged_values, positions, params), False)
+        return judge(block, steps[block], values[block], band_at(merged_values, positions, params, memo=True), False)
     # Elsewhere the band's edges and σ are not known (NaN; its centre is): nothing holds a point there, and
     # nothing reads them (sample_band keeps a band only where its edges are known).
     sub = np.flatnonzero(need)
@@ -406,7 +416,7 @@ def _judged_lazily(judge, block, steps, values, merged_values, positions, params
     parts = [np.array(used.centre, dtype=float), *(np.full(len(block), np.nan) for _ in range(3))]
     if len(sub):
         sub_held, sub_magnitude, sub_used = judge(block[sub], steps[block[sub]], values[block[sub]],
-                                                  band_at(merged_values, positions[sub], params), False)
+                                                  band_at(merged_values, positions[sub], params, memo=True), False)
         held[sub], magnitude[sub] = sub_held, sub_magnitude
         for part, f in zip(parts, ("centre", "lower", "upper", "sigma")):
             part[sub] = getattr(sub_used, f)
@@ -481,7 +491,7 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
         block = order[i:i + (EXCURSION_POINTS if pending is not None else size)]
         if pending is not None:
             # The excursion's band: the history before it, frozen, the same for every point.
-            one = band_at(kept_values, [len(kept_values)], params)
+            one = band_at(kept_values, [len(kept_values)], params, memo=True)
             band = Band(*(np.repeat(getattr(one, f), len(block)) for f in ("centre", "lower", "upper", "sigma")), one.log,
                         np.repeat(one.last, len(block)))
         else:
@@ -490,7 +500,7 @@ def judged_band(kept_steps, kept_values, steps, values, params: BandParams, judg
             merged_steps = merged_steps[merged_order]
             merged_values = np.concatenate([kept_values, values[block]])[merged_order]
             positions = np.searchsorted(merged_steps, steps[block], side="left")
-            band = None if exact_at is not None else band_at(merged_values, positions, params)
+            band = None if exact_at is not None else band_at(merged_values, positions, params, memo=True)
         if band is None:
             block_held, block_magnitude, band = _judged_lazily(judge, block, steps, values, merged_values, positions,
                                                                params, exact_at[block])
