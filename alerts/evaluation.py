@@ -10,6 +10,7 @@ import base64
 import json
 import logging
 import math
+from bisect import bisect_left, insort
 import warnings
 import zlib
 from collections import Counter, defaultdict, deque
@@ -124,9 +125,11 @@ def _phase_allowed(rule, kinds):
     # in its thousands of points: each is decided once.
     wanted = set(phases) if phases else DEFAULT_SKIPPED_PHASES
     keep = bool(phases)
-    decided = {}
-    return np.array([decided[k] if k in decided else decided.setdefault(k, kind_in(k, wanted) == keep)
-                     for k in kinds.tolist()], dtype=bool)
+    listed = kinds.tolist()
+    decided = {k: kind_in(k, wanted) == keep for k in set(listed)}
+    if len(decided) == 1:  # the usual block: all in one phase
+        return np.full(len(listed), next(iter(decided.values())), dtype=bool)
+    return np.fromiter(map(decided.__getitem__, listed), dtype=bool, count=len(listed))
 
 
 class Flags:
@@ -614,10 +617,16 @@ def _bucket_ends(steps):
     sample_band may keep the band for charts, so where a band rule needs its band exactly (judged_band's
     exact_at). The last judged point of a bucket among all of a series' points is the last of its own kind's."""
     buckets = steps // ROLLUP_WIDTH
+    if _in_order(steps):  # the usual case: the sort below would leave them where they are
+        return np.r_[buckets[1:] != buckets[:-1], True]
     order = np.lexsort((steps, buckets))
     ends = np.zeros(len(steps), dtype=bool)
     ends[order[np.r_[buckets[order][1:] != buckets[order][:-1], True]]] = True
     return ends
+
+
+def _in_order(steps) -> bool:
+    return len(steps) < 2 or bool((steps[1:] >= steps[:-1]).all())
 
 
 PER_LOOKBACK = 1_000  # band `per`: how far back the divisor's latest point may be
@@ -853,6 +862,54 @@ def evaluation_noise(values) -> float | None:
 MAX_UPDATE_RATIO = 0.99
 
 
+class RatioHistory:
+    """The latest `window` per-step ratios, for their median and the median of their absolute deviations from
+    it: the same numbers as np.median gives (the middle value, or the two middle values' mean), from a copy
+    kept sorted once they are asked for (a component without update_ratio: every point), in a few bisections a
+    point instead of two medians over the whole window."""
+
+    def __init__(self, ratios, window):
+        self.recent = deque(ratios, maxlen=window)
+        self.ordered = None  # sorted when first needed, then kept so
+
+    def __len__(self):
+        return len(self.recent)
+
+    def append(self, ratio):
+        if self.ordered is not None:
+            if len(self.recent) == self.recent.maxlen:
+                del self.ordered[bisect_left(self.ordered, self.recent[0])]
+            insort(self.ordered, ratio)
+        self.recent.append(ratio)
+
+    def centre_and_spread(self) -> tuple[float, float]:
+        """(median, median of |ratio − median|)."""
+        if self.ordered is None:
+            self.ordered = sorted(self.recent)
+        o, n = self.ordered, len(self.ordered)
+        half = n // 2
+        centre = o[half] if n % 2 else (o[half - 1] + o[half]) / 2
+        if n % 2:
+            return centre, self._nearest(centre, half + 1)
+        return centre, (self._nearest(centre, half) + self._nearest(centre, half + 1)) / 2
+
+    def _nearest(self, centre, k) -> float:
+        """The k-th smallest |ratio − centre|: the k ratios nearest the centre lie side by side in sorted order,
+        and the farthest of them is at one end."""
+        o = self.ordered
+        lo, hi = 0, len(o) - k
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if centre - o[mid] > o[mid + k] - centre:
+                lo = mid + 1
+            else:
+                hi = mid
+        return max(abs(o[lo] - centre), abs(o[lo + k - 1] - centre))
+
+    def listed(self) -> list:
+        return list(self.recent)
+
+
 def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None):
     """A component's own weights moved by more than its optimizer could have moved them.
 
@@ -881,7 +938,7 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
         prev_steps, prev_values, _ = read_points(series, max(0, first - 100_000), first - 1)
         ok = np.flatnonzero(np.isfinite(prev_values))
         last = [int(prev_steps[ok[-1]]), float(prev_values[ok[-1]]), number] if len(ok) else None
-    rates = deque(state.get("rates", []), maxlen=params["window"])  # the latest `window` per-step log ratios
+    rates = RatioHistory(state.get("rates", []), params["window"])  # the latest `window` per-step log ratios
     if evaluator is None:
         ratio_series = Series.objects.filter(run_id=series.run_id, metric="update_ratio", component=series.component).first()
         read = read_points
@@ -922,9 +979,8 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
     for (i, step, before, jump, before_log), allowed in zip(pairs, allowed_by_ratio):
         gap = step - before
         if allowed is None and len(rates) >= params["min_history"]:
-            history = np.array(rates)
-            centre = np.median(history)
-            allowed = gap * (centre + params["width"] * 1.4826 * np.median(np.abs(history - centre)))
+            centre, spread = rates.centre_and_spread()
+            allowed = gap * (centre + params["width"] * 1.4826 * spread)
         if allowed is not None and jump > max(floor, allowed):
             flags.held[i] = True
             flags.magnitude[i] = float(np.exp(jump))
@@ -941,7 +997,7 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
                 flags.magnitude[i] = float(np.exp(away))
             else:
                 jumped_from = None
-    progress.state = {"last": last, "rates": list(rates), "attempt": number}
+    progress.state = {"last": last, "rates": rates.listed(), "attempt": number}
     if jumped_from is not None:
         progress.state["from"] = jumped_from
     return flags
@@ -1020,18 +1076,15 @@ BAND_SAMPLE_COLUMNS = (("rule_id", "integer"), ("series_id", "integer"), ("bucke
 
 
 def _upsert_band_samples(samples) -> bool:
-    """The batch's band samples as one JSON parameter on PostgreSQL (as _update_from_json), each replacing the
-    bucket's sample; False, with nothing written, where JSON cannot carry a value (±inf) or not on PostgreSQL."""
+    """The batch's band samples (rows of BAND_SAMPLE_COLUMNS) as one JSON parameter on PostgreSQL (as
+    _update_from_json), each replacing the bucket's sample; False, with nothing written, where JSON cannot carry
+    a value (±inf) or not on PostgreSQL."""
     if connection.vendor != "postgresql":
         return False
-    rows = []
-    for sample in samples:
-        row = {column: getattr(sample, column) for column, _ in BAND_SAMPLE_COLUMNS}
-        if any(isinstance(v, float) and not math.isfinite(v) for v in row.values()):
-            return False
-        rows.append(row)
+    columns = [column for column, _ in BAND_SAMPLE_COLUMNS]
     try:
-        payload = json.dumps(rows, allow_nan=False)
+        # allow_nan=False: a non-finite value (which the JSON path cannot carry) raises instead.
+        payload = json.dumps([dict(zip(columns, row)) for row in samples], allow_nan=False)
     except (TypeError, ValueError):
         return False
     qn = connection.ops.quote_name
@@ -1226,19 +1279,25 @@ class _Evaluator:
         judged = np.flatnonzero(np.isfinite(band.centre) & ~np.isnan(band.upper))
         if not len(judged):
             return
-        buckets = steps[judged] // ROLLUP_WIDTH
-        order = np.lexsort((steps[judged], buckets))
-        last = judged[order][np.r_[buckets[order][1:] != buckets[order][:-1], True]]
-        for i in last.tolist():
-            self.band_samples[(rule.pk, series.pk, int(steps[i] // ROLLUP_WIDTH))] = BandSample(
-                rule=rule, series=series, bucket=int(steps[i] // ROLLUP_WIDTH), step=int(steps[i]),
-                centre=float(band.centre[i]), lower=db_float(float(band.lower[i])), upper=db_float(float(band.upper[i])),
-            )
+        at = steps[judged]
+        buckets = at // ROLLUP_WIDTH
+        if _in_order(at):
+            last = judged[np.r_[buckets[1:] != buckets[:-1], True]]
+        else:
+            order = np.lexsort((at, buckets))
+            last = judged[order][np.r_[buckets[order][1:] != buckets[order][:-1], True]]
+        # Rows of BAND_SAMPLE_COLUMNS, not model instances: most are replaced by a later one of their bucket.
+        for step, centre, lower, upper in zip(steps[last].tolist(), band.centre[last].tolist(),
+                                              band.lower[last].tolist(), band.upper[last].tolist()):
+            bucket = step // ROLLUP_WIDTH
+            self.band_samples[(rule.pk, series.pk, bucket)] = (rule.pk, series.pk, bucket, step, centre,
+                                                               db_float(lower), db_float(upper))
 
     def save_band_samples(self):
         if self.band_samples and not _upsert_band_samples(list(self.band_samples.values())):
+            columns = [column for column, _ in BAND_SAMPLE_COLUMNS]
             BandSample.objects.bulk_create(
-                list(self.band_samples.values()), update_conflicts=True,
+                [BandSample(**dict(zip(columns, row))) for row in self.band_samples.values()], update_conflicts=True,
                 unique_fields=["rule", "series", "bucket"], update_fields=["step", "centre", "lower", "upper"],
             )
 
@@ -1437,7 +1496,7 @@ class _Evaluator:
                     raise RuleFailed(jobs[j][0]) from exc
         for j, tail in tails:
             try:
-                self.held_throughout(*listed[j], tail)
+                self.held_throughout(jobs[j], listed[j][5].units, tail)
             except NOT_A_RULES_FAULT:
                 raise
             except Exception as exc:
@@ -1476,24 +1535,28 @@ class _Evaluator:
                 return position
         return None
 
-    def held_throughout(self, rule, progress, series, steps, times, flags, tail):
+    def held_throughout(self, job, units, tail):
         """persist_point over held points, in order, after the series' alert has fired or been extended in this
         batch: once persisted, every point stays persisted (but for a point timed before its stretch began),
-        so together they extend the alert to their last step and their largest magnitude."""
-        last_step, largest, unit = None, None, None
-        for i in tail:
-            progress.held_points += 1
-            if times[i] - progress.held_since_time < 0:
-                continue
-            magnitude = float(progress.held_points) if rule.kind == RuleKind.NONFINITE else float(flags.magnitude[i])
-            if math.isfinite(magnitude) and (largest is None or magnitude > largest):
-                largest = magnitude
-            last_step = steps[i] if last_step is None else max(last_step, steps[i])
-            unit = flags.units[i]
+        so together they extend the alert to their last step and their largest magnitude. A storm's tails are
+        most of its points: taken a column at a time (`units`: the job's units listed)."""
+        rule, progress, series, steps, times, flags = job
+        tail = np.asarray(tail, dtype=np.intp)
+        held_before = progress.held_points
+        progress.held_points += len(tail)
         progress.clear_points = 0
-        if last_step is not None:
-            self.fire_or_extend(rule, series.component, series.metric, "", progress.held_since_step, int(last_step),
-                                largest, unit)
+        with np.errstate(invalid="ignore"):
+            counted = np.flatnonzero(~(times[tail] - progress.held_since_time < 0))
+        if not len(counted):
+            return
+        if rule.kind == RuleKind.NONFINITE:  # its magnitude: the held points so far, at each point
+            magnitudes = (held_before + 1 + counted).astype(float)
+        else:
+            magnitudes = flags.magnitude[tail[counted]].astype(float)
+        finite = magnitudes[np.isfinite(magnitudes)]
+        largest = float(finite.max()) if len(finite) else None
+        self.fire_or_extend(rule, series.component, series.metric, "", progress.held_since_step,
+                            int(steps[tail[counted]].max()), largest, units[int(tail[counted[-1]])])
 
     def all_clear(self, rule, progress, steps, times, flags):
         """persist_point over a series' points none of which is held, its (rule, component) without an open alert."""

@@ -1,9 +1,13 @@
 """The one module that reads and writes stored points.
 
 Layout (see ingest/models.py): a `Block` row per (series, attempt, batch) holds
-the points packed and zlib-compressed — steps as int64 deltas, values as raw
+the points packed and compressed — steps as int64 deltas, values as raw
 IEEE-754 doubles (so NaN and ±Infinity round-trip bit for bit on any database),
-and, only when the sender gave them, times as int64 microsecond deltas. A
+and, only when the sender gave them, times as int64 microsecond deltas. The
+8-byte words are byte-shuffled (every word's first byte, then every second
+byte, ...: a series' exponents and high bytes repeat) and LZ4-compressed; blocks
+written before that are zlib streams and still read (`unpack` tells them apart
+by the first byte). A
 `Rollup` row per series and bucket of ROLLUP_WIDTH steps keeps min, max, last,
 count and non-finite count of the newest attempt of each step, so a chart that
 downsamples can always show a one-step spike or a NaN.
@@ -16,6 +20,7 @@ import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 
+import lz4.block
 import numpy as np
 from django.db import connection
 
@@ -23,6 +28,8 @@ from ingest.models import ROLLUP_WIDTH, Block, Rollup
 
 _HEADER = struct.Struct("<BI")
 _HAS_TIMES = 1
+# A zlib stream's first byte has 8 (deflate) in its low bits, so this can never start an old block.
+_SHUFFLED_LZ4 = b"\x01"
 
 
 def db_float(value: float) -> float | None:
@@ -51,22 +58,35 @@ def _microseconds(times: np.ndarray) -> np.ndarray:
 
 
 def packed(count: int, step_deltas: bytes, values: bytes, time_deltas: bytes | None) -> bytes:
-    """A block's stored bytes from its columns already laid out (8 bytes a point each; see pack)."""
-    parts = [_HEADER.pack(_HAS_TIMES if time_deltas is not None else 0, count), step_deltas, values]
-    if time_deltas is not None:
-        parts.append(time_deltas)
-    return zlib.compress(b"".join(parts), 1)
+    """A block's stored bytes from its columns already laid out (8 bytes a point each; see pack).
+
+    Shuffled LZ4, not zlib: a third of the bytes zlib level 1 gave on training metrics' noise, ten times
+    less CPU to write and twenty to read (benchmarks/ingest.py --floor; evaluation reads every block)."""
+    columns = [step_deltas, values] if time_deltas is None else [step_deltas, values, time_deltas]
+    words = np.frombuffer(b"".join(columns), dtype=np.uint8).reshape(-1, 8)
+    return b"".join((_SHUFFLED_LZ4, _HEADER.pack(_HAS_TIMES if time_deltas is not None else 0, count),
+                     lz4.block.compress(words.T.tobytes(), store_size=False)))
+
+
+def _words(data: bytes) -> tuple[int, int, bytes]:
+    """flags, point count and the unshuffled columns of a stored block (either layout)."""
+    if data[:1] != _SHUFFLED_LZ4:
+        raw = zlib.decompress(data)
+        flags, n = _HEADER.unpack_from(raw)
+        return flags, n, raw[_HEADER.size:]
+    flags, n = _HEADER.unpack_from(data, 1)
+    size = 8 * n * (3 if flags & _HAS_TIMES else 2)
+    shuffled = lz4.block.decompress(data[1 + _HEADER.size:], uncompressed_size=size)
+    return flags, n, np.frombuffer(shuffled, dtype=np.uint8).reshape(8, -1).T.tobytes()
 
 
 def unpack(data: bytes):
-    raw = zlib.decompress(bytes(data))
-    flags, n = _HEADER.unpack_from(raw)
-    offset = _HEADER.size
-    steps = np.frombuffer(raw, dtype="<i8", count=n, offset=offset).cumsum()
-    values = np.frombuffer(raw, dtype="<f8", count=n, offset=offset + 8 * n).copy()
+    flags, n, raw = _words(bytes(data))
+    steps = np.frombuffer(raw, dtype="<i8", count=n).cumsum()
+    values = np.frombuffer(raw, dtype="<f8", count=n, offset=8 * n).copy()
     times = None
     if flags & _HAS_TIMES:
-        times = np.frombuffer(raw, dtype="<i8", count=n, offset=offset + 16 * n).cumsum() / 1e6
+        times = np.frombuffer(raw, dtype="<i8", count=n, offset=16 * n).cumsum() / 1e6
     return steps, values, times
 
 
