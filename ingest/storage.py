@@ -325,7 +325,9 @@ def _upsert_rollups(rows, on_conflict_set) -> list:
         # One array per column: a short statement whatever the row count, parsed once by the driver.
         arrays = "%s::bigint[], %s::bigint[], %s::integer[], %s::integer[], %s::double precision[], " \
                  "%s::double precision[], %s::bigint[], %s::double precision[]"
-        params = [array_literal(column) for column in zip(*(_rollup_params([row]) for row in rows))]
+        columns = zip(*[(series_id, bucket, s.count, s.nonfinite_count, s.min_value, s.max_value, s.last_step,
+                         db_float(s.last_value)) for series_id, bucket, s in rows])
+        params = [array_literal(column) for column in columns]
         statements.append((f"INSERT INTO {table} ({_ROLLUP_COLUMNS}) SELECT * FROM unnest({arrays}) "
                            f"ON CONFLICT (series_id, bucket) DO UPDATE SET {on_conflict_set}", params))
         rows = []
