@@ -882,6 +882,13 @@ class RatioHistory:
             insort(self.ordered, ratio)
         self.recent.append(ratio)
 
+    def extend(self, ratios):
+        if self.ordered is None:
+            self.recent.extend(ratios)
+        else:
+            for ratio in ratios:
+                self.append(ratio)
+
     def centre_and_spread(self) -> tuple[float, float]:
         """(median, median of |ratio − median|)."""
         if self.ordered is None:
@@ -951,31 +958,45 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
         u_steps, u_values = u_steps[ok], np.minimum(u_values[ok], MAX_UPDATE_RATIO)
         u_costs = -np.log1p(-u_values)  # what each step's update can do to the log norm, at most
     floor = np.log(params["min_ratio"])
-    # Each finite sample after the one before it (in step order): (index, step, step before, |Δ log norm|).
-    steps_l, values_l, logs_l = steps.tolist(), values.tolist(), to_log(values).tolist()
-    last_log = None if last is None else float(to_log(np.array([last[1]]))[0])
-    pairs = []
-    for i in order.tolist():
-        step, value = steps_l[i], values_l[i]
-        if not math.isfinite(value):
-            continue  # non-finite weights are the nonfinite rules' to judge
-        if last is not None and step > last[0]:
-            pairs.append((i, step, last[0], abs(logs_l[i] - last_log), last_log))
-        last, last_log = [step, value, number], logs_l[i]
-    allowed_by_ratio = [None] * len(pairs)
-    if ratio_series is not None and pairs:
+    # Each finite sample after the one before it (in step order): its index, step, the step before, |Δ log norm|
+    # and the log norm before. Non-finite weights are the nonfinite rules' to judge.
+    finite = order[np.isfinite(values[order])]
+    all_logs = to_log(values)
+    at, logs = steps[finite], all_logs[finite]
+    pair_index = pair_steps = pair_before = pair_jumps = pair_before_logs = np.empty(0)
+    if len(finite):
+        last_log = None if last is None else float(to_log(np.array([last[1]]))[0])
+        prev_steps = np.concatenate(([-1 if last is None else last[0]], at[:-1]))
+        prev_logs = np.concatenate(([np.nan if last is None else last_log], logs[:-1]))
+        paired = at > prev_steps  # the first has none without a sample before it (prev step -1: never past)
+        if last is None:
+            paired[0] = False
+        pair_index, pair_steps, pair_before = finite[paired], at[paired], prev_steps[paired]
+        pair_jumps, pair_before_logs = np.abs(logs - prev_logs)[paired], prev_logs[paired]
+        last = [int(at[-1]), float(values[finite[-1]]), number]
+    allowed_by_ratio = [None] * len(pair_index)
+    if ratio_series is not None and len(pair_index):
         # The update ratios of steps before..step-1 (sorted by step), else of before..step.
-        before = np.array([p[2] for p in pairs])
-        at = np.array([p[1] for p in pairs])
-        lo = np.searchsorted(u_steps, before)
-        hi = np.searchsorted(u_steps, at)
-        hi = np.where(hi == lo, np.searchsorted(u_steps, at, side="right"), hi).tolist()
-        costs = u_costs.tolist()
-        for k, (a, b) in enumerate(zip(lo.tolist(), hi)):
-            if b > a:
-                gap = pairs[k][1] - pairs[k][2]
-                allowed_by_ratio[k] = params["allowance"] * gap * (costs[a] if b == a + 1 else float(np.mean(u_costs[a:b])))
+        lo = np.searchsorted(u_steps, pair_before)
+        hi = np.searchsorted(u_steps, pair_steps)
+        hi = np.where(hi == lo, np.searchsorted(u_steps, pair_steps, side="right"), hi)
+        one = hi == lo + 1  # the usual case: a sample every step
+        allowed = np.full(len(pair_index), np.nan)
+        allowed[one] = params["allowance"] * (pair_steps - pair_before)[one] * u_costs[lo[one]]
+        allowed_by_ratio = allowed.tolist()
+        for k in np.flatnonzero(~one).tolist():
+            a, b = int(lo[k]), int(hi[k])
+            gap = int(pair_steps[k] - pair_before[k])
+            allowed_by_ratio[k] = params["allowance"] * gap * float(np.mean(u_costs[a:b])) if b > a else None
     jumped_from = state.get("from") if state.get("attempt", number) == number else None
+    if len(pair_index) and jumped_from is None and ratio_series is not None and None not in allowed_by_ratio:
+        # The usual batch: every change judged by the update ratios and none beyond them. Nothing is held then,
+        # and every ratio joins the history: what the loop below would do a point at a time.
+        if not (pair_jumps > np.maximum(floor, np.array(allowed_by_ratio))).any():
+            rates.extend((pair_jumps / (pair_steps - pair_before)).tolist())
+            pair_index = pair_index[:0]
+    pairs = zip(pair_index.tolist(), pair_steps.tolist(), pair_before.tolist(), pair_jumps.tolist(),
+                pair_before_logs.tolist())
     for (i, step, before, jump, before_log), allowed in zip(pairs, allowed_by_ratio):
         gap = step - before
         if allowed is None and len(rates) >= params["min_history"]:
@@ -991,7 +1012,7 @@ def _weight_jump(rule, progress, series, steps, values, attempt, evaluator=None)
         if jumped_from is not None:
             # The weights stay where the jump put them until they are back within min_ratio of where they were
             # (a rollback): the alert lasts as long as the damage does.
-            away = abs(logs_l[i] - jumped_from)
+            away = abs(float(all_logs[i]) - jumped_from)
             if away > floor:
                 flags.held[i] = True
                 flags.magnitude[i] = float(np.exp(away))
