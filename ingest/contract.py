@@ -538,7 +538,8 @@ def common_points(points: list) -> PointColumns | None:
         steps = list(map(_STEP, points))
         metrics = list(map(_METRIC, points))
         values = list(map(_VALUE, points))
-        components = list(map(dict.get, points, repeat("component")))
+        # A point without a component gets "" here; an explicit null stays None (and is left to the full path).
+        components = list(map(dict.get, points, repeat("component"), repeat("")))
         times = list(map(dict.get, points, repeat("time")))
         # Names by their distinct values: nothing JSON holds equals a string but that string (numbers
         # could hide a bool among equal ints this way, so their types are checked on every point).
@@ -557,15 +558,12 @@ def common_points(points: list) -> PointColumns | None:
         if not set(v for v in values if type(v) is str) <= NONFINITE_STRINGS.keys():
             return None
         values = [NONFINITE_STRINGS[v] if type(v) is str else v for v in values]
-    unnamed = components.count(None) if None in parts else 0
-    parts.discard(None)
-    if parts:
-        if not all(type(c) is str for c in parts) or not all(COMPONENT_RE.fullmatch(c) for c in parts):
-            return None
-        if unnamed:
-            components = [c or "" for c in components]
-    else:
-        components = [""] * len(points)
+    if None in parts:
+        return None
+    unnamed = components.count("") if "" in parts else 0
+    parts.discard("")
+    if not all(type(c) is str for c in parts) or not all(COMPONENT_RE.fullmatch(c) for c in parts):
+        return None
     kinds = set(map(type, times))
     if not kinds <= {_NONE, float, int}:
         return None
