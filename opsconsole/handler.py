@@ -17,7 +17,8 @@ one to join it, every request, and every per-thread cache (Celery's producer and
 built again. A request here takes an idle single-thread executor instead, and gives it back when it ends:
 still one thread for all of a request's synchronous code and no two requests on one thread at a time, as a
 threaded WSGI server does. A thread still busy when its request ends (a client that went away mid-request
-leaves the view running) is not given back: it is shut down once its work is done, as Django would.
+leaves the view running), or whose request was cut off by an error, is not given back: it is shut down once
+its work is done, as Django would.
 """
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -69,11 +70,15 @@ class OneHopASGIHandler(ASGIHandler):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         executor = self._idle.pop() if self._idle else _RequestThread()
+        ended = False
         try:
             async with ThreadSensitiveContext(executor=executor):
                 await self.handle(scope, receive, send)
+            ended = True
         finally:
-            if executor.idle and len(self._idle) < IDLE_THREADS:
+            # Kept only after a request that ended as requests do: one cut off (an error, the server stopping)
+            # may have left a database connection open on the thread, which goes with the thread instead.
+            if ended and executor.idle and len(self._idle) < IDLE_THREADS:
                 self._idle.append(executor)
             else:
                 # Not on the loop: the thread may be running still (a disconnect), and shutdown waits for it.

@@ -116,13 +116,14 @@ def test_band_samples_written_together_replace_their_bucket_and_keep_an_infinite
     series = Series.objects.get(run__run_id="sampled", metric="loss")
 
     def save(*samples):
+        """Samples as the evaluator keeps them: rows of (rule, series, bucket, step, centre, lower, upper)."""
         evaluator = _Evaluator.__new__(_Evaluator)
-        evaluator.band_samples = {(rule.pk, series.pk, s.bucket): s for s in samples}
+        evaluator.band_samples = {(rule.pk, series.pk, bucket): (rule.pk, series.pk, bucket, *rest)
+                                  for bucket, *rest in samples}
         evaluator.save_band_samples()
 
-    save(BandSample(rule=rule, series=series, bucket=900, step=115200, centre=2.5, lower=2.25, upper=2.75),
-         BandSample(rule=rule, series=series, bucket=901, step=115300, centre=2.5, lower=None, upper=3.0))
-    save(BandSample(rule=rule, series=series, bucket=901, step=115327, centre=2.4, lower=2.0, upper=float("inf")))
+    save((900, 115200, 2.5, 2.25, 2.75), (901, 115300, 2.5, None, 3.0))
+    save((901, 115327, 2.4, 2.0, float("inf")))  # JSON cannot carry the infinite edge: written the other way
     rows = BandSample.objects.filter(series=series, bucket__gte=900).order_by("bucket")
     assert list(rows.values_list("bucket", "step", "centre", "lower", "upper")) == [
         (900, 115200, 2.5, 2.25, 2.75), (901, 115327, 2.4, 2.0, float("inf"))]
