@@ -929,7 +929,7 @@ def profile(args, data: RunData, n_profile: int, warmup: int):
         (storage.BlockWriter, "write", lambda a: "BlockWriter.write (blocks + rollups)"),
         (storage, "_merge_rollups", lambda a: "storage._merge_rollups"),
         (storage, "_replace_rollups", lambda a: "storage._replace_rollups"),
-        (storage, "packed", lambda a: "storage.packed (zlib)"),
+        (storage, "packed", lambda a: "storage.packed (LZ4)"),
     ]
     originals = [(owner, attr, wrap(owner, attr, label)) for owner, attr, label in targets if hasattr(owner, attr)]
     sql_time = defaultdict(float)
