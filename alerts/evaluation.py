@@ -10,9 +10,9 @@ import base64
 import json
 import logging
 import math
-from bisect import bisect_left, insort
 import warnings
 import zlib
+from bisect import bisect_left, insort
 from collections import Counter, defaultdict, deque
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
@@ -616,17 +616,15 @@ def _bucket_ends(steps):
     """Per point, whether it is the last of its rollup bucket among these (by step, then position): where
     sample_band may keep the band for charts, so where a band rule needs its band exactly (judged_band's
     exact_at). The last judged point of a bucket among all of a series' points is the last of its own kind's."""
+    if not len(steps):
+        return np.zeros(0, dtype=bool)
     buckets = steps // ROLLUP_WIDTH
-    if _in_order(steps):  # the usual case: the sort below would leave them where they are
+    if (steps[1:] >= steps[:-1]).all():  # the usual case: the sort below would leave them in place
         return np.r_[buckets[1:] != buckets[:-1], True]
     order = np.lexsort((steps, buckets))
     ends = np.zeros(len(steps), dtype=bool)
     ends[order[np.r_[buckets[order][1:] != buckets[order][:-1], True]]] = True
     return ends
-
-
-def _in_order(steps) -> bool:
-    return len(steps) < 2 or bool((steps[1:] >= steps[:-1]).all())
 
 
 PER_LOOKBACK = 1_000  # band `per`: how far back the divisor's latest point may be
@@ -1300,13 +1298,7 @@ class _Evaluator:
         judged = np.flatnonzero(np.isfinite(band.centre) & ~np.isnan(band.upper))
         if not len(judged):
             return
-        at = steps[judged]
-        buckets = at // ROLLUP_WIDTH
-        if _in_order(at):
-            last = judged[np.r_[buckets[1:] != buckets[:-1], True]]
-        else:
-            order = np.lexsort((at, buckets))
-            last = judged[order][np.r_[buckets[order][1:] != buckets[order][:-1], True]]
+        last = judged[_bucket_ends(steps[judged])]
         # Rows of BAND_SAMPLE_COLUMNS, not model instances: most are replaced by a later one of their bucket.
         for step, centre, lower, upper in zip(steps[last].tolist(), band.centre[last].tolist(),
                                               band.lower[last].tolist(), band.upper[last].tolist()):

@@ -31,6 +31,14 @@ class Selection:
     def columns(self) -> str:
         return self._quote()[1]
 
+    def fetch(self, where: str, params, tail: str = "") -> list:
+        """Instances of the rows matching `where` (SQL on this table's columns, `%s` placeholders), `tail`
+        (ORDER BY, LIMIT) after it."""
+        table, columns = self._quote()
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {columns} FROM {table} WHERE {where} {tail}", params)
+            return self.instances(cursor.fetchall())
+
     def instances(self, rows) -> list:
         """The model instances of `rows` (values in `self.fields` order); a field left out is deferred."""
         db = connections[DEFAULT_DB_ALIAS]  # the thread's connection, looked up once (the proxy looks it up each time)

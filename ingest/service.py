@@ -135,14 +135,11 @@ def locked_run(project, batch: Batch, now) -> Run:
     # Identity JSON the batch does not send is neither compared nor saved: left unread (config may be 256 KiB).
     unsent = [name for name in ("config", "budget", "tags") if batch.run.get(name) is None]
     selection = _RUNS.get(tuple(unsent)) or _RUNS.setdefault(tuple(unsent), Selection(Run, leave_out=unsent))
-    # Run.objects.filter(run_id=run_id).defer(*unsent).first(), without building the query (ingest/rows.py).
-    sql = (f"SELECT {selection.columns()} FROM {selection.table()} WHERE {selection.table()}.run_id = %s "
-           f"ORDER BY {selection.table()}.id ASC LIMIT 1")
 
     def read_run():
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [run_id])
-            return next(iter(selection.instances(cursor.fetchall())), None)
+        # Run.objects.filter(run_id=run_id).defer(*unsent).first(), without building the query (ingest/rows.py).
+        found = selection.fetch(f"{selection.table()}.run_id = %s", [run_id], f"ORDER BY {selection.table()}.id ASC LIMIT 1")
+        return found[0] if found else None
 
     if connection.vendor == "postgresql":
         # Keyed by the id's hash, so the lock comes before the run's row is even read:
@@ -403,9 +400,7 @@ _SERIES = Selection(Series)
 
 def _series_of(run: Run) -> list[Series]:
     """The run's series, as Series.objects.filter(run=run) gives them, from one plain statement (ingest/rows.py)."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {_SERIES.columns()} FROM {_SERIES.table()} WHERE {_SERIES.table()}.run_id = %s", [run.pk])
-        return _SERIES.instances(cursor.fetchall())
+    return _SERIES.fetch(f"{_SERIES.table()}.run_id = %s", [run.pk])
 
 
 def _only_new_steps(series_by_key, spans, steps) -> bool:
