@@ -32,7 +32,7 @@ from alerts.governance import judging_errors
 from alerts.params import InvalidParams, resolved
 from alerts.silence import SILENT
 from alerts.triage import apply_mutes
-from alerts.models import Alert, AlertChange, AlertState, BandSample, ChangeKind, Rule, RuleKind, RuleProgress
+from alerts.models import Alert, AlertChange, AlertState, BandSample, ChangeKind, Mute, Rule, RuleKind, RuleProgress
 from ingest.models import ROLLUP_WIDTH, Attempt, Block, Event, EventSource, Run, Series
 from ingest.phases import RECONFIGURED, PhaseIndex, kind_in
 from ingest.storage import db_float, read_points, read_points_of_many, unpack
@@ -1146,6 +1146,7 @@ class _Evaluator:
         self.pending_changes = []  # "extended" rows not written yet: one INSERT for them all (flush_changes)
         self.progress_rows = self.stored_progress(rules)
         self.open_alerts = self.stored_open_alerts(rules)
+        self.rules_with_mutes = None  # muted_rules
         self.reference_runs = list(
             Run.objects.filter(project_id=run.project_id, reference=True).exclude(pk=run.pk).values_list("pk", flat=True)
         )
@@ -1179,8 +1180,17 @@ class _Evaluator:
         self.flush_changes()  # rows are written in the order the changes happened
         alert = Alert.objects.create(**fields)
         record_change(alert, ChangeKind.FIRED, step=fields["fired_step"], at=self.now, receipt=self.receipt_at(fields["fired_step"]))
-        apply_mutes(alert, self.now)  # under an active mute it is created muted, with its own row
+        if alert.rule_id in self.muted_rules():
+            apply_mutes(alert, self.now)  # under an active mute it is created muted, with its own row
         return alert
+
+    def muted_rules(self) -> set:
+        """The rules with an active mute, read once an evaluation (most have none): apply_mutes asks of each new
+        alert which mute covers it, a query an alert that a storm would repeat for every one."""
+        if self.rules_with_mutes is None:
+            self.rules_with_mutes = set(Mute.objects.active(self.now).filter(rule__project_id=self.run.project_id)
+                                        .values_list("rule_id", flat=True))
+        return self.rules_with_mutes
 
     def update_alert(self, alert, updates, step):
         pk = alert.pk

@@ -398,21 +398,43 @@ def refresh(incident_id, *, by=None, now=None, kinds=()) -> Incident | None:
 
 
 def _publish(incident, kinds, now, by=None, note=""):
-    run = incident.run
     signals.incident_changed.send(sender=Incident, incident=incident, kinds=kinds, now=now)
+    publish(incident.run, "incident", _IncidentFrame(incident.pk, kinds, now, by, note))
 
-    def frame():
-        fresh = Incident.objects.select_related("run", "origin__rule").get(pk=incident.pk)
+
+class _IncidentFrame:
+    """An incident's live frame, built at commit as the incident then stands (opsconsole/live.py)."""
+
+    def __init__(self, pk, kinds, now, by, note):
+        self.pk, self.kinds, self.now, self.by, self.note = pk, kinds, now, by, note
+        self.loaded = None  # (incident or None, its alerts) once prefetch has read them
+
+    @classmethod
+    def prefetch(cls, frames):
+        """Every frame's incident and alerts in two queries."""
+        pks = {frame.pk for frame in frames}
+        incidents = {i.pk: i for i in Incident.objects.select_related("run", "origin__rule").filter(pk__in=pks)}
+        alerts = {pk: [] for pk in pks}
+        for alert in Alert.objects.filter(incident_id__in=pks).select_related("rule").order_by("id"):
+            alerts[alert.incident_id].append(alert)
+        for frame in frames:
+            frame.loaded = (incidents.get(frame.pk), alerts[frame.pk])
+
+    def __call__(self):
+        if self.loaded is None:
+            fresh, alerts = Incident.objects.select_related("run", "origin__rule").get(pk=self.pk), None
+        else:
+            fresh, alerts = self.loaded
+            if fresh is None:
+                raise Incident.DoesNotExist(f"incident {self.pk} is gone")
         return {
-            "change": str(kinds[0]),
-            "changes": [str(k) for k in kinds],
-            "at": now,
-            "by": by.get_username() if by is not None else None,
-            "note": note,
-            "incident": incident_as_dict(fresh),
+            "change": str(self.kinds[0]),
+            "changes": [str(k) for k in self.kinds],
+            "at": self.now,
+            "by": self.by.get_username() if self.by is not None else None,
+            "note": self.note,
+            "incident": incident_as_dict(fresh, alerts),
         }
-
-    publish(run, "incident", frame)
 
 
 # --- reading ---------------------------------------------------------------------------------------------

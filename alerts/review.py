@@ -71,7 +71,8 @@ def unreviewed(alert) -> bool:
 def run_ids_needing_review(alerts) -> list[str]:
     """The run ids, sorted, of the runs of `alerts` (a queryset) with an alert that needs review or ended with
     nobody's word on it: what the inbox page, its API and its live frames list as "needs review"."""
-    return sorted(set(alerts.filter(needs_review_q() | unreviewed_q()).values_list("run__run_id", flat=True)))
+    # Distinct in SQL: a project's unreviewed alerts grow by the thousand, its runs needing review do not.
+    return sorted(alerts.filter(needs_review_q() | unreviewed_q()).order_by().values_list("run__run_id", flat=True).distinct())
 
 
 def runs_needing_review(runs) -> set[int]:
