@@ -587,7 +587,7 @@ class _BandJudge:
             batches = getattr(self.evaluator, "batches", None)
             if batches is not None and batches.min_step is not None:
                 lo, hi = min(lo, max(0, batches.min_step - PER_LOOKBACK)), max(hi, batches.max_step)
-            per_steps, per_values, _ = read_points(per, lo, hi)
+            per_steps, per_values, _ = read_points(per, lo, hi, stream=False)  # the batch and PER_LOOKBACK before it
             order = np.argsort(per_steps, kind="stable")
             cached = self.per_points = (per.pk, lo, hi, per_steps[order], per_values[order])
         per_steps, per_values = cached[3], cached[4]
@@ -1610,10 +1610,10 @@ class _Evaluator:
             # The batch's span and the step before it: what each series' judging of this batch asks for.
             if self.batches is not None and self.batches.min_step is not None:
                 lo, hi = min(lo, self.batches.min_step - 1), max(hi, self.batches.max_step)
-            self.metric_points = {key: (lo, hi, read_points_of_many(same, lo, hi))}  # the latest batch's only
+            self.metric_points = {key: (lo, hi, read_points_of_many(same, lo, hi, stream=False))}  # the latest batch's only
         start, end, points = self.metric_points[key]
         if lo < start or hi > end or series.pk not in points:
-            return read_points(series, lo, hi)
+            return read_points(series, lo, hi, stream=False)
         steps, values, attempts = points[series.pk]
         keep = (steps >= lo) & (steps <= hi)
         return steps[keep], values[keep], attempts[keep]

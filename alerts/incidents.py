@@ -275,9 +275,9 @@ def group_new_alerts(run, receipt=None, now=None, receipts=None) -> list[Inciden
             if members[pk] and (kinds := _summarize(incidents[pk], members[pk], now, receipt=receipt)):
                 _publish(incidents[pk], kinds, now)
                 changed.append(incidents[pk])
-        for alert in sorted(new, key=arrival_key):
-            # Announced once grouped, so a subscriber sees the alert's incident (e.g. a review that links both).
-            signals.alert_fired.send(sender=Alert, alert=alert, now=now)
+        if new:
+            # Announced once grouped, so a subscriber sees each alert's incident (e.g. a review that links both).
+            signals.alerts_fired.send(sender=Alert, alerts=sorted(new, key=arrival_key), now=now)
         return changed
 
 

@@ -5,8 +5,10 @@ they write commits or rolls back with it; they must be quick and must not raise.
 """
 from django.dispatch import Signal
 
-# An alert was created (evaluation, the silent-run sweep): alert (with rule and run loaded), now.
-alert_fired = Signal()
+# Alerts were created and put in incidents (evaluation, the silent-run sweep): alerts (of one run, each with its
+# rule, run and incident loaded, in the order they arrived), now. One signal for all of them: a storm's receivers
+# read what they need once, not once an alert.
+alerts_fired = Signal()
 
 # A run's batch, or batches judged together (alerts/batches.py), was evaluated: run, receipt (the latest),
 # receipts (all of them, in arrival order), now. Step-based work due at the run's new last step goes here.

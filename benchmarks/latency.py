@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import math
+import os
 import sys
 import tempfile
 import threading
@@ -52,6 +53,34 @@ from benchmarks.deployment import Console, deployment_arguments, machine, percen
 TARGET_P95 = 1.0  # seconds, alert latency
 TARGET_LAG_P95 = 2.0  # seconds, evaluation lag during sustained ingest (issue 23)
 NAN_EVERY = 3  # batches: a NaN loss at step 50 of batch 1, 4, 7, ...
+
+
+def cpu_split(console, args) -> dict:
+    """CPU seconds so far of the web processes, the workers (each started in a process group of its own:
+    their children included), the database's PostgreSQL backends and this process (the senders and the
+    websocket client): who took the machine's CPUs while the sending lasted."""
+    groups = {"web": [], "workers": []}
+    for name, proc, _ in console.procs.procs:
+        groups["web" if name.startswith("uvicorn") else "workers"].append(proc.pid)
+    out = {key: sum(group_cpu(pgid) for pgid in pgids) for key, pgids in groups.items()}
+    out["PostgreSQL"] = bench.backend_cpu(args.admin_url, args.db)
+    out["sender"] = bench.cpu_seconds(os.getpid())
+    return out
+
+
+def group_cpu(pgid: int) -> float:
+    """User + system CPU seconds of the live processes of process group `pgid` (Linux /proc)."""
+    total = 0.0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone since the listing
+        if int(fields[2]) == pgid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def make_runs(args):
@@ -219,13 +248,16 @@ def main(argv=None):
             for r, (run_id, (bodies, _)) in enumerate(runs.items()):
                 # The runs' due times are spread over one interval, as independent jobs' would be.
                 senders[run_id] = Sender(console.port, console.token, bodies, 1, interval, t0 + r * interval / args.runs)
+            before = cpu_split(console, args)
             for s in senders.values():
                 s.start()
             for s in senders.values():
                 s.join()
             sent = max(max(s.answered.values()) for s in senders.values()) - t0
+            while_sending = cpu_split(console, args)
             backlog = console.unevaluated()
             drain = console.wait_evaluated(300)
+            drained = cpu_split(console, args)
             time.sleep(1.0)  # the last frames on their way
             listener.stop.set()
             listener.join(10)
@@ -267,6 +299,11 @@ def main(argv=None):
           f"{len(failures)} failures{': ' + failures[0] if failures else ''}")
     print(f"  evaluation: {backlog} batches unevaluated at the last answer, drained {drain:.1f}s later; "
           f"lag (evaluated_at - received_at) p50 / p95 / max {fmt(lag)}")
+    busy = {k: while_sending[k] - before[k] for k in before}
+    print(f"  CPU while sending ({sent:.1f} s, {os.cpu_count()} CPUs), seconds (share of one CPU): "
+          + ", ".join(f"{k} {v:.1f} ({v / sent:.2f})" for k, v in busy.items())
+          + f"; a point: web {busy['web'] / measured * 1e6:.2f} µs sent, workers "
+          f"{(drained['workers'] - before['workers']) / measured * 1e6:.2f} µs judged (until drained)")
     print(f"  batch evaluated -> its points frame, from its ingest answer: p50 / p95 / max {fmt(percentiles(batch_lat))} "
           f"over {len(batch_lat)} batches ({missing_points} frames missing)")
     p50, p95, worst = percentiles(alert_lat)

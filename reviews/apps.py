@@ -11,7 +11,7 @@ class ReviewsConfig(AppConfig):
         from reviews import signals as review_signals
         from reviews import tasks, triggers
 
-        signals.alert_fired.connect(triggers.review_for_fired_alert, dispatch_uid="reviews.alert_fired")
+        signals.alerts_fired.connect(triggers.reviews_for_fired_alerts, dispatch_uid="reviews.alerts_fired")
         signals.batch_evaluated.connect(triggers.reviews_due_after_batch, dispatch_uid="reviews.batch_evaluated")
         # The domain announces a review opened; the task layer fills it (triggers never import tasks).
         review_signals.review_opened.connect(tasks.review_opened, dispatch_uid="reviews.review_opened")

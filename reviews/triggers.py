@@ -61,17 +61,23 @@ def sending_runs(now):
     return Run.objects.exclude(status__in=[RunStatus.FINISHED, RunStatus.STALLED]).filter(last_seen_at__gte=quiet_since)
 
 
-def review_for_fired_alert(sender, alert, now, **kwargs):
-    """alerts.signals.alert_fired: a `review` rule's alert opens a review (one per incident), and so does the
-    next alert of a rule a decision named as its next-review trigger."""
-    run = alert.run
-    if alert.rule.permitted_response == PermittedResponse.REVIEW:
-        key = f"incident:{alert.incident_id}" if alert.incident_id else f"alert:{alert.pk}"
-        _open(run, ReviewTrigger.ALERT, key, now, alert=alert, incident=alert.incident,
-              detail={"rule": alert.rule.name, "alert": alert.pk, "component": alert.component, "step": alert.fired_step})
-    for entry in _waiting_entries(run, next_review__rule=alert.rule.name):
-        _open(run, ReviewTrigger.NEXT_REVIEW, f"entry:{entry.pk}", now, alert=alert, incident=alert.incident,
-              detail={"entry": entry.pk, "rule": alert.rule.name, "alert": alert.pk})
+def reviews_for_fired_alerts(sender, alerts, now, **kwargs):
+    """alerts.signals.alerts_fired: a `review` rule's alert opens a review (one per incident), and so does the
+    next alert of a rule a decision named as its next-review trigger. The run's waiting entries are read once
+    for all of the alerts, and each opens its review at the first alert of its rule, in the alerts' order."""
+    if not alerts:
+        return
+    run = alerts[0].run
+    waiting = _waiting_entries(run, next_review__rule__in=sorted({alert.rule.name for alert in alerts}))
+    for alert in alerts:
+        if alert.rule.permitted_response == PermittedResponse.REVIEW:
+            key = f"incident:{alert.incident_id}" if alert.incident_id else f"alert:{alert.pk}"
+            _open(run, ReviewTrigger.ALERT, key, now, alert=alert, incident=alert.incident,
+                  detail={"rule": alert.rule.name, "alert": alert.pk, "component": alert.component, "step": alert.fired_step})
+        for entry in [e for e in waiting if e.next_review.get("rule") == alert.rule.name]:
+            if _open(run, ReviewTrigger.NEXT_REVIEW, f"entry:{entry.pk}", now, alert=alert, incident=alert.incident,
+                     detail={"entry": entry.pk, "rule": alert.rule.name, "alert": alert.pk}) is not None:
+                waiting.remove(entry)  # its review is open: a later alert of the rule finds it taken
 
 
 def reviews_due_after_batch(sender, run, receipt, now, **kwargs):

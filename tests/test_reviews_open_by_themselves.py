@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from alerts.models import Alert
 from ingest.models import Run
 from reviews.models import Review, ReviewSchedule
 from reviews.tasks import open_due_reviews
@@ -96,6 +97,18 @@ def test_a_decisions_next_review_rule_opens_at_that_rules_next_alert(sender, pro
     send(sender, "r-rule", range(50, 80), nan_at({60}))
     second = Review.objects.filter(run=run).exclude(pk=first.pk).get()
     assert second.trigger == "next_review" and second.alert.rule.name == "grad-nonfinite" and second.alert.first_step == 60
+
+
+def test_a_decisions_next_review_rule_opens_once_at_the_first_of_a_batchs_alerts_of_that_rule(sender, project, oncall):
+    make_rule(project, kind="nonfinite", scope={"metrics": ["loss"]}, persistence={"points": 1, "resolve_points": 3})
+    run = send(sender, "r-rules", range(0, 50))
+    first = open_review(run, "manual", by=oncall)
+    decide(first, by=oncall, decision="continue", observation="fine", explanations=["on track"],
+           next_review={"rule": "grad-nonfinite"})
+    send(sender, "r-rules", range(50, 100), nan_at({60, 70, 80}))  # three alerts of the rule, judged together
+    assert Alert.objects.filter(run=run).count() == 3
+    later = Review.objects.filter(run=run).exclude(pk=first.pk)
+    assert [(r.trigger, r.alert.first_step) for r in later] == [("next_review", 60)]
 
 
 def test_a_decisions_next_review_time_opens_from_the_periodic_task(sender, project, oncall):
