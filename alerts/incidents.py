@@ -222,7 +222,7 @@ def group_new_alerts(run, receipt=None, now=None, receipts=None) -> list[Inciden
         # first step and origin follow.
         touched_ids = set(
             AlertChange.objects.filter(receipt__in=receipts, alert__incident__isnull=False)
-            .values_list("alert__incident_id", flat=True).distinct()
+            .order_by().values_list("alert__incident_id", flat=True).distinct()  # unordered: else DISTINCT takes the order's columns too
         )
     # Most batches change no alert: answer them without taking the run's row lock.
     if not touched_ids and not Alert.objects.filter(run=run, incident__isnull=True).exists():

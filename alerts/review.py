@@ -78,5 +78,5 @@ def run_ids_needing_review(alerts) -> list[str]:
 def runs_needing_review(runs) -> set[int]:
     """The pks of `runs` (a queryset or pks) with an alert that needs review or ended with nobody's word on it."""
     return set(
-        Alert.objects.filter(needs_review_q() | unreviewed_q(), run__in=runs).values_list("run_id", flat=True).distinct()
+        Alert.objects.filter(needs_review_q() | unreviewed_q(), run__in=runs).order_by().values_list("run_id", flat=True).distinct()
     )
