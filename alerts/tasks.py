@@ -1,6 +1,7 @@
 import logging
 import math
 import time
+from collections import OrderedDict
 from datetime import datetime, timedelta
 
 from celery import shared_task
@@ -45,7 +46,21 @@ def evaluate_batch(receipt_id):
     return once_more_if_connection_lost(_evaluate_batch, receipt_id)
 
 
+# Batches this process has evaluated (committed), the newest EVALUATED_HERE_KEPT: a worker that falls behind
+# judges a run's waiting batches together, and the tasks of all but the first then find their batch done. An
+# evaluated batch never becomes unevaluated, so this process answers those without asking the database.
+EVALUATED_HERE_KEPT = 20_000
+_evaluated_here = OrderedDict()
+
+
+def forget_evaluated():
+    """Forget which batches this process evaluated (a test's database is flushed between tests)."""
+    _evaluated_here.clear()
+
+
 def _evaluate_batch(receipt_id):
+    if receipt_id in _evaluated_here:
+        return False
     run_pk = BatchReceipt.objects.filter(pk=receipt_id, evaluated_at__isnull=True).values_list("run_id", flat=True).first()
     if run_pk is None:
         return False  # done already: a task for an earlier batch of the run took it along
@@ -103,6 +118,10 @@ def _evaluate_oldest(run_pk):
         BatchReceipt.objects.filter(pk__in=ids).update(evaluated_at=timezone.now())
         elapsed = time.perf_counter() - started
     metrics.observe("evaluation_seconds", elapsed, project=_project_of(run_pk) if metrics.with_projects() else None)
+    if not connection.in_atomic_block:  # committed (a caller's transaction could still roll them back)
+        _evaluated_here.update(dict.fromkeys(ids))
+        while len(_evaluated_here) > EVALUATED_HERE_KEPT:
+            _evaluated_here.popitem(last=False)
     return ids
 
 

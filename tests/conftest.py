@@ -79,19 +79,22 @@ def _process_state_reset():
     # State that outlives a test: the broker's breaker (a test with Redis down leaves it open), and the
     # login and token throttle's counts (the suite logs in from 127.0.0.1 many times, and sends bad tokens),
     # and Celery's "joins will block" flag, which a worker started in this process (start_worker, solo pool)
-    # leaves set, so that a later test's result.get() is refused as if it ran inside a task.
+    # leaves set, so that a later test's result.get() is refused as if it ran inside a task; and the batches
+    # this process evaluated (a flushed database may number its next batches the same).
     from celery._state import _set_task_join_will_block
 
-    from alerts.tasks import BROKER
+    from alerts.tasks import BROKER, forget_evaluated
     from opsconsole import throttle
 
     BROKER.reset()
     throttle.reset()
     _set_task_join_will_block(False)
+    forget_evaluated()
     yield
     BROKER.reset()
     throttle.reset()
     _set_task_join_will_block(False)
+    forget_evaluated()
 
 
 @pytest.fixture
