@@ -88,23 +88,25 @@ def test_a_decisions_next_review_step_opens_the_next_review_when_the_run_reaches
     assert second.trigger == "next_review" and second.trigger_detail["entry"] == entry.pk and second.previous == first
 
 
-def test_a_decisions_next_review_rule_opens_at_that_rules_next_alert(sender, project, oncall):
+def decided_with_next_review_rule(sender, project, oncall, run_id):
+    """A run whose first review decided to look again at the next alert of grad-nonfinite: (run, that review)."""
     make_rule(project, kind="nonfinite", scope={"metrics": ["loss"]}, persistence={"points": 1, "resolve_points": 3})
-    run = send(sender, "r-rule", range(0, 50))
+    run = send(sender, run_id, range(0, 50))
     first = open_review(run, "manual", by=oncall)
     decide(first, by=oncall, decision="continue", observation="fine", explanations=["on track"],
            next_review={"rule": "grad-nonfinite"})
+    return run, first
+
+
+def test_a_decisions_next_review_rule_opens_at_that_rules_next_alert(sender, project, oncall):
+    run, first = decided_with_next_review_rule(sender, project, oncall, "r-rule")
     send(sender, "r-rule", range(50, 80), nan_at({60}))
     second = Review.objects.filter(run=run).exclude(pk=first.pk).get()
     assert second.trigger == "next_review" and second.alert.rule.name == "grad-nonfinite" and second.alert.first_step == 60
 
 
 def test_a_decisions_next_review_rule_opens_once_at_the_first_of_a_batchs_alerts_of_that_rule(sender, project, oncall):
-    make_rule(project, kind="nonfinite", scope={"metrics": ["loss"]}, persistence={"points": 1, "resolve_points": 3})
-    run = send(sender, "r-rules", range(0, 50))
-    first = open_review(run, "manual", by=oncall)
-    decide(first, by=oncall, decision="continue", observation="fine", explanations=["on track"],
-           next_review={"rule": "grad-nonfinite"})
+    run, first = decided_with_next_review_rule(sender, project, oncall, "r-rules")
     send(sender, "r-rules", range(50, 100), nan_at({60, 70, 80}))  # three alerts of the rule, judged together
     assert Alert.objects.filter(run=run).count() == 3
     later = Review.objects.filter(run=run).exclude(pk=first.pk)
