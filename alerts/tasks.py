@@ -46,10 +46,13 @@ def evaluate_batch(receipt_id):
     return once_more_if_connection_lost(_evaluate_batch, receipt_id)
 
 
-# Batches this process has evaluated (committed), the newest EVALUATED_HERE_KEPT: a worker that falls behind
-# judges a run's waiting batches together, and the tasks of all but the first then find their batch done. An
-# evaluated batch never becomes unevaluated, so this process answers those without asking the database.
+# Batches this process has evaluated (committed) in the last EVALUATED_HERE_SECONDS, the newest
+# EVALUATED_HERE_KEPT: a worker that falls behind judges a run's waiting batches together, and the tasks of all
+# but the first then find their batch done, seconds later. An evaluated batch never becomes unevaluated, so this
+# process answers those without asking the database; the time limit bounds what a database restored under a
+# running worker (its batch numbers used again) could be kept waiting: until the sweep queues it again.
 EVALUATED_HERE_KEPT = 20_000
+EVALUATED_HERE_SECONDS = 60.0
 _evaluated_here = OrderedDict()
 
 
@@ -59,7 +62,7 @@ def forget_evaluated():
 
 
 def _evaluate_batch(receipt_id):
-    if receipt_id in _evaluated_here:
+    if time.monotonic() - _evaluated_here.get(receipt_id, -math.inf) < EVALUATED_HERE_SECONDS:
         return False
     run_pk = BatchReceipt.objects.filter(pk=receipt_id, evaluated_at__isnull=True).values_list("run_id", flat=True).first()
     if run_pk is None:
@@ -119,7 +122,7 @@ def _evaluate_oldest(run_pk):
         elapsed = time.perf_counter() - started
     metrics.observe("evaluation_seconds", elapsed, project=_project_of(run_pk) if metrics.with_projects() else None)
     if not connection.in_atomic_block:  # committed (a caller's transaction could still roll them back)
-        _evaluated_here.update(dict.fromkeys(ids))
+        _evaluated_here.update(dict.fromkeys(ids, time.monotonic()))
         while len(_evaluated_here) > EVALUATED_HERE_KEPT:
             _evaluated_here.popitem(last=False)
     return ids
