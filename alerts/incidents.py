@@ -129,7 +129,7 @@ def origin_of(alerts):
     whole at the same step (a loss scaler overflowing, every backward pass) have no component of origin; the
     run-level alert is named, not whichever component was created first.
     """
-    first = min(alerts, key=origin_key)
+    first = _first_sent(min(alerts, key=origin_key), alerts)
     if first.rule.kind != RuleKind.NONFINITE or not first.component:
         return first
     same = [a for a in alerts if a.rule.kind == RuleKind.NONFINITE and a.first_step == first.first_step
@@ -138,6 +138,22 @@ def origin_of(alerts):
     if run_level and len({a.component for a in same if a.component}) >= 2:
         return min(run_level, key=origin_key)
     return first
+
+
+def _first_sent(first, alerts):
+    """Of the alerts tied with `first` on everything but creation order (a storm: every layer non-finite at one
+    step), the one whose series the run sent first: the job's own order of its layers. Creation order follows
+    how the job cut its telemetry into batches (a batch can only create its own alerts), so it names no origin."""
+    head = origin_key(first)[:-1]
+    tied = [a for a in alerts if origin_key(a)[:-1] == head]
+    if len(tied) < 2:
+        return first
+    from ingest.models import Series
+
+    sent = dict(((metric, component), pk) for metric, component, pk in Series.objects.filter(
+        run_id=first.run_id, metric__in={a.metric for a in tied}, component__in={a.component for a in tied},
+    ).values_list("metric", "component", "pk"))
+    return min(tied, key=lambda a: (sent.get((a.metric, a.component), math.inf), a.pk))
 
 
 def severity_of(alerts) -> str:
