@@ -428,13 +428,11 @@ class _IncidentFrame:
     @classmethod
     def prefetch(cls, frames):
         """Every frame's incident and alerts in two queries."""
-        pks = {frame.pk for frame in frames}
-        incidents = {i.pk: i for i in Incident.objects.select_related("run", "origin__rule").filter(pk__in=pks)}
-        alerts = {pk: [] for pk in pks}
-        for alert in Alert.objects.filter(incident_id__in=pks).select_related("rule").order_by("id"):
-            alerts[alert.incident_id].append(alert)
+        found = with_alert_lists(Incident.objects.select_related("run", "origin__rule").filter(pk__in={f.pk for f in frames}))
+        incidents = {i.pk: i for i in found}
         for frame in frames:
-            frame.loaded = (incidents.get(frame.pk), alerts[frame.pk])
+            incident = incidents.get(frame.pk)
+            frame.loaded = (incident, None if incident is None else incident.alert_list)
 
     def __call__(self):
         if self.loaded is None:

@@ -23,7 +23,6 @@ import hashlib
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -68,41 +67,22 @@ def measure(args, db_url, admin_url, db, at_once, bodies):
 
 
 def child(bodies_file):
-    """In a fresh process with the database and EVALUATION_BATCHES_AT_ONCE set: store, judge, print."""
+    """In a fresh process with the database and EVALUATION_BATCHES_AT_ONCE set: store, judge (evaluation.py's
+    evaluate_receipts, in arrival order as a worker takes them), print."""
     import pickle
 
     bodies, points = pickle.loads(Path(bodies_file).read_bytes())
     ev.setup_django({k: os.environ[k] for k in ("DATABASE_URL", "DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "LOG_LEVEL")})
-    from django.db import connection
-
     from alerts.models import AlertChange
-    from alerts.tasks import BUSY, _evaluate_oldest
     from ingest.models import BatchReceipt, Project
 
     ev.store(Project.objects.get(slug="evalcost"), bodies)
-    queries = [0]
-
-    def count(execute, sql, params, many, context):
-        queries[0] += 1
-        return execute(sql, params, many, context)
-
-    server, cpu, wall = ev.backend_cpu(), time.process_time(), time.perf_counter()
-    evaluations = 0
-    with connection.execute_wrapper(count):
-        while True:
-            waiting = sorted(set(BatchReceipt.objects.filter(evaluated_at__isnull=True).values_list("run_id", flat=True)))
-            if not waiting:
-                break
-            for run_pk in waiting:  # run by run, as the queue would hand them over
-                done = _evaluate_oldest(run_pk)
-                assert done and done is not BUSY, f"run {run_pk}: nothing evaluated"
-                evaluations += 1
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    server = ev.backend_cpu() - server
+    receipts = list(BatchReceipt.objects.order_by("id").values_list("pk", "run_id"))
+    wall, cpu, per_evaluation, queries, server = ev.evaluate_receipts(receipts)
     rows = list(AlertChange.objects.order_by("alert__run__run_id", "alert__rule__name", "alert__component", "step", "kind")
                 .values_list("alert__run__run_id", "alert__rule__name", "alert__component", "kind", "step"))
     digest = hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
-    print(f"{evaluations}\t{cpu:.3f}\t{server:.3f}\t{wall:.3f}\t{queries[0]}\t{len(rows)}\t{digest}\t{points}")
+    print(f"{len(per_evaluation)}\t{cpu:.3f}\t{server:.3f}\t{wall:.3f}\t{sum(queries)}\t{len(rows)}\t{digest}\t{points}")
 
 
 def main(argv=None):

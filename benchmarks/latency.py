@@ -72,14 +72,14 @@ def group_cpu(pgid: int) -> float:
     """User + system CPU seconds of the live processes of process group `pgid` (Linux /proc)."""
     total = 0.0
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
         try:
-            fields = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+            if not entry.name.isdigit() or os.getpgid(int(entry.name)) != pgid:
+                continue
+        except ProcessLookupError:
             continue  # gone since the listing
-        if int(fields[2]) == pgid:
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        seconds = bench.cpu_seconds(int(entry.name))
+        if seconds == seconds:  # NaN: it ended since
+            total += seconds
     return total
 
 
