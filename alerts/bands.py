@@ -177,7 +177,10 @@ def _anchor_at(values, positions, params: BandParams):
         if full.any():
             ends = positions[full] - w - 1  # the last point of each anchor's window
             lo = max(0, int(ends.min()) - w + 1)
-            anchor[full] = trailing_medians(values[lo:int(ends.max()) + 1], w)[ends - lo]
+            if len(ends) * w < int(ends.max()) + 1 - lo:  # a few far apart (_level_and_spread): their own medians
+                anchor[full] = row_medians(sliding_window_view(values, w)[ends - w + 1])
+            else:
+                anchor[full] = trailing_medians(values[lo:int(ends.max()) + 1], w)[ends - lo]
         for j in np.flatnonzero(ready & ~full).tolist():
             anchor[j] = row_medians(values[:positions[j] - w])
     return anchor
@@ -198,9 +201,16 @@ def _level_and_spread(values: np.ndarray, starts: np.ndarray, w: int, spread=Tru
     # Only the stretch the windows cover (a block's windows over a history kept 5 windows long).
     lo = int(starts.min())
     values, starts = values[lo:int(starts.max()) + w], starts - lo
-    halves = trailing_medians(values, h)
-    first = halves[starts + h - 1]
-    second = halves[starts + w - 1]
+    # A few windows far apart (a block's exact points: one a rollup bucket) are their own medians; a moving
+    # median over the whole stretch for them cost as much as the block's narrow band. The same numbers.
+    sparse = len(starts) * w < len(values)
+    if sparse:
+        halves = sliding_window_view(values, h)
+        first, second = row_medians(halves[starts]), row_medians(halves[starts + w - h])
+    else:
+        halves = trailing_medians(values, h)
+        first = halves[starts + h - 1]
+        second = halves[starts + w - 1]
     # Centres of the halves sit (w - h) indices apart; the second's centre is at w - h + (h - 1) / 2.
     slope = (second - first) / (w - h)
     second_at = w - h + (h - 1) / 2
@@ -215,8 +225,12 @@ def _level_and_spread(values: np.ndarray, starts: np.ndarray, w: int, spread=Tru
         sigma = np.zeros(len(starts))
     r = _recent(w)
     ends = starts + w - 1
-    recent = np.clip(trailing_medians(values, r)[ends] + slope * (r + 1) / 2,
-                     bn.move_min(values, r)[ends], bn.move_max(values, r)[ends])
+    if sparse:
+        last = sliding_window_view(values, r)[ends - r + 1]
+        median, least, most = row_medians(last), last.min(axis=1), last.max(axis=1)
+    else:
+        median, least, most = trailing_medians(values, r)[ends], bn.move_min(values, r)[ends], bn.move_max(values, r)[ends]
+    recent = np.clip(median + slope * (r + 1) / 2, least, most)
     return _within(second + slope * (w - second_at), second, recent), sigma, slope
 
 

@@ -27,7 +27,7 @@ from django.utils import timezone
 from alerts import faults
 from alerts.bands import Band, BandParams, envelope, judged_band, reference_band, to_log, trailing_medians
 from alerts.batches import Batches
-from alerts.changes import record_change, record_changes
+from alerts.changes import record_changes
 from alerts.governance import judging_errors
 from alerts.params import InvalidParams, resolved
 from alerts.silence import SILENT
@@ -733,9 +733,13 @@ def _stored_neighbours(series, attempt, lo, hi):
     before `lo` to the first after `hi`, whichever batches stored them (a block without times: its
     batch's arrival time)."""
     blocks = Block.objects.filter(series=series, attempt=attempt)
-    ids = set(blocks.filter(last_step__gte=lo, first_step__lte=hi).values_list("pk", flat=True))
-    ids.update(blocks.filter(last_step__lt=lo).order_by("-last_step").values_list("pk", flat=True)[:1])
-    ids.update(blocks.filter(last_step__gt=hi, first_step__gt=hi).order_by("first_step").values_list("pk", flat=True)[:1])
+    within = blocks.filter(last_step__gte=lo, first_step__lte=hi).values_list("pk", flat=True)
+    before = blocks.filter(last_step__lt=lo).order_by("-last_step").values_list("pk", flat=True)[:1]
+    after = blocks.filter(last_step__gt=hi, first_step__gt=hi).order_by("first_step").values_list("pk", flat=True)[:1]
+    if connection.features.supports_slicing_ordering_in_compound:
+        ids = within.union(before, after, all=True)  # PostgreSQL: one round trip, each part by its own index scan
+    else:
+        ids = {*within, *before, *after}  # SQLite refuses LIMIT inside a compound SELECT
     step_parts, time_parts = [], []
     for data, arrived in Block.objects.filter(pk__in=ids).values_list("data", "receipt__received_at"):
         s, _, t = unpack(data)
@@ -1141,9 +1145,13 @@ class _Evaluator:
         self.faults = {}
         self.judged = set()  # rules that judged some of this batch (to see one recover)
         self.phases = PhaseIndex(run)
-        self.extended = set()  # alerts already given an "extended" row for this batch
-        self.alert_updates = {}  # alert pk: (alert, {field: value}), written once per alert per batch (flush_alerts)
-        self.pending_changes = []  # "extended" rows not written yet: one INSERT for them all (flush_changes)
+        self.extended = set()  # id() of the alerts already given an "extended" row for this batch
+        self.alert_updates = {}  # alert pk: (alert, {field: value}), written once per alert per batch (flush)
+        # Alerts fired and changes made, not written yet: one INSERT for each table (flush). A batch that
+        # fires a dozen alerts, or a storm, wrote an alert, its fired row, its resolution and its resolved row
+        # one round trip each, and a worker waiting on them leaves its CPU to ingest.
+        self.pending_alerts = []
+        self.pending_changes = []
         self.progress_rows = self.stored_progress(rules)
         self.open_alerts = self.stored_open_alerts(rules)
         self.rules_with_mutes = None  # muted_rules
@@ -1177,11 +1185,19 @@ class _Evaluator:
         return {(a.rule_id, a.component): a for a in alerts.select_related("rule", "run")}
 
     def create_alert(self, **fields):
-        self.flush_changes()  # rows are written in the order the changes happened
-        alert = Alert.objects.create(**fields)
-        record_change(alert, ChangeKind.FIRED, step=fields["fired_step"], at=self.now, receipt=self.receipt_at(fields["fired_step"]))
+        alert = Alert(**fields)
+        fired = AlertChange(alert=alert, kind=ChangeKind.FIRED, step=fields["fired_step"], at=self.now,
+                            receipt=self.receipt_at(fields["fired_step"]))
         if alert.rule_id in self.muted_rules():
-            apply_mutes(alert, self.now)  # under an active mute it is created muted, with its own row
+            # Under an active mute it is created muted, with its own row: written now, after what came before it.
+            self.flush()
+            alert.save(force_insert=True)
+            record_changes([fired])
+            apply_mutes(alert, self.now)
+            return alert
+        # Written at the next flush, as it then stands (resolved already, if it ended in this batch).
+        self.pending_alerts.append(alert)
+        self.pending_changes.append(fired)
         return alert
 
     def muted_rules(self) -> set:
@@ -1193,31 +1209,32 @@ class _Evaluator:
         return self.rules_with_mutes
 
     def update_alert(self, alert, updates, step):
-        pk = alert.pk
-        if updates:
-            self.alert_updates.setdefault(pk, (alert, {}))[1].update(updates)
-        if pk not in self.extended:
+        if updates and alert.pk is not None:  # an alert not written yet is written as it stands (fire_or_extend)
+            self.alert_updates.setdefault(alert.pk, (alert, {}))[1].update(updates)
+        if id(alert) not in self.extended:
             self.pending_changes.append(AlertChange(alert=alert, kind=ChangeKind.EXTENDED, step=step, at=self.now,
                                                     receipt=self.receipt_at(step)))
-            self.extended.add(alert.pk)
+            self.extended.add(id(alert))
 
-    def flush_changes(self):
+    def flush(self):
+        """What this evaluation changed so far, written in an order the constraints allow: the alerts' updates
+        first (one resolved makes room for its component's next alert: one open alert a component), then the
+        alerts fired, then the changes in the order they happened."""
+        update_rows(Alert, [(pk, updates) for pk, (_, updates) in self.alert_updates.items()])
+        self.alert_updates = {}
+        if self.pending_alerts:
+            Alert.objects.bulk_create(self.pending_alerts)
+            self.pending_alerts = []
         if self.pending_changes:
             record_changes(self.pending_changes)
             self.pending_changes = []
 
-    def flush_alerts(self):
-        """The batch's extensions, one write per alert (the in-memory alert has been kept up to date)."""
-        self.flush_changes()
-        update_rows(Alert, [(pk, updates) for pk, (_, updates) in self.alert_updates.items()])
-        self.alert_updates = {}
-
     def close_alert(self, alert, step):
-        self.flush_changes()
-        _, pending = self.alert_updates.pop(alert.pk, (None, {}))
-        Alert.objects.filter(pk=alert.pk).update(**pending, state=AlertState.RESOLVED, resolved_at=self.now)
         alert.state, alert.resolved_at = AlertState.RESOLVED, self.now
-        record_change(alert, ChangeKind.RESOLVED, step=step, at=self.now, receipt=self.receipt_at(step))
+        if alert.pk is not None:  # else it is written resolved (flush)
+            self.alert_updates.setdefault(alert.pk, (alert, {}))[1].update(state=AlertState.RESOLVED, resolved_at=self.now)
+        self.pending_changes.append(AlertChange(alert=alert, kind=ChangeKind.RESOLVED, step=step, at=self.now,
+                                                receipt=self.receipt_at(step)))
 
     def receipt_at(self, step):
         """The batch a change at `step` is recorded against: of several judged together, the first to bring that
@@ -1352,7 +1369,7 @@ class _Evaluator:
                 phase=phase.phase if phase else "", fired_at=self.now,
             )
             self.open_alerts[(rule.pk, component)] = alert
-            self.extended.add(alert.pk)
+            self.extended.add(id(alert))
             return
         updates = {}
         if step > alert.last_step:
@@ -1808,7 +1825,7 @@ def _judge(receipts, run, rules, invalid, evaluator=None):
         with _blamed(rule):  # one rule at a time, so one that raises is the one taken out
             evaluator.events([rule])
         evaluator.judged.add(rule.pk)
-    evaluator.flush_alerts()
+    evaluator.flush()
     return evaluator
 
 

@@ -50,6 +50,7 @@ import threading
 from contextlib import contextmanager
 
 from django.db import transaction
+from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from alerts import signals
@@ -272,9 +273,7 @@ def group_new_alerts(run, receipt=None, now=None, receipts=None) -> list[Inciden
         changed = []
         for incident, group in groups:
             if incident is None:
-                incident = _open(run, group, now, receipt)
-                changed.append(incident)
-                continue
+                continue  # opened below, together: a batch's new groups come after the open incidents
             kinds = []
             for alert in joined.get(incident.pk, []):
                 _change(incident, IncidentChangeKind.JOINED, now, alert=alert, receipt=receipt)
@@ -291,6 +290,7 @@ def group_new_alerts(run, receipt=None, now=None, receipts=None) -> list[Inciden
             if members[pk] and (kinds := _summarize(incidents[pk], members[pk], now, receipt=receipt)):
                 _publish(incidents[pk], kinds, now)
                 changed.append(incidents[pk])
+        changed += _open_all(run, [group for incident, group in groups if incident is None], now, receipt)
         if new:
             # Announced once grouped, so a subscriber sees each alert's incident (e.g. a review that links both).
             signals.alerts_fired.send(sender=Alert, alerts=sorted(new, key=arrival_key), now=now)
@@ -305,17 +305,34 @@ def _claim(alerts, incident):
             alert.incident = incident
 
 
-def _open(run, alerts, now, receipt):
-    origin = origin_of(alerts)
-    incident = Incident.objects.create(
-        run=run, origin=origin, first_step=min(a.first_step for a in alerts), severity=severity_of(alerts),
-        state=state_of(alerts), opened_at=now, resolved_at=resolved_at_of(alerts),
-    )
-    _claim(alerts, incident)
-    _change(incident, IncidentChangeKind.OPENED, now, alert=origin, receipt=receipt, state=incident.state,
-            note=f"{len(alerts)} alert{'s' if len(alerts) != 1 else ''}; origin {describe_origin(origin)}")
-    _publish(incident, [IncidentChangeKind.OPENED], now)
-    return incident
+def _open_all(run, groups, now, receipt) -> list[Incident]:
+    """An incident for each group of alerts, in their order: each write once for all of them (a batch that fires a
+    dozen unrelated alerts opened a dozen incidents four round trips each)."""
+    if not groups:
+        return []
+    origins = [origin_of(alerts) for alerts in groups]
+    opened = Incident.objects.bulk_create([
+        Incident(run=run, origin=origin, first_step=min(a.first_step for a in alerts), severity=severity_of(alerts),
+                 state=state_of(alerts), opened_at=now, resolved_at=resolved_at_of(alerts))
+        for origin, alerts in zip(origins, groups)
+    ])
+    claimed = Alert.objects.filter(pk__in=[a.pk for alerts in groups for a in alerts], incident__isnull=True)
+    if len(opened) == 1:
+        claimed.update(incident=opened[0])
+    else:
+        claimed.update(incident_id=Case(*[When(pk__in=[a.pk for a in alerts], then=Value(incident.pk))
+                                          for incident, alerts in zip(opened, groups)]))
+    IncidentChange.objects.bulk_create([
+        IncidentChange(incident=incident, kind=IncidentChangeKind.OPENED, alert=origin, state=incident.state, at=now,
+                       receipt=receipt,
+                       note=f"{len(alerts)} alert{'s' if len(alerts) != 1 else ''}; origin {describe_origin(origin)}")
+        for incident, origin, alerts in zip(opened, origins, groups)
+    ])
+    for incident, alerts in zip(opened, groups):
+        for alert in alerts:
+            alert.incident = incident
+        _publish(incident, [IncidentChangeKind.OPENED], now)
+    return opened
 
 
 def _change(incident, kind, now, *, alert=None, by=None, receipt=None, note="", state="", previous="", verdict=""):

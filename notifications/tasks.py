@@ -273,12 +273,21 @@ def incident_changed(sender, incident, kinds, now, **kwargs):
     try:
         if incident.severity == PermittedResponse.OBSERVE:
             return
-        if not Channel.objects.filter(project_id=incident.run.project_id, enabled=True).exists():
+        if not _has_channels(incident.run):
             return
     except Exception:  # never into evaluation
         log.exception("notifications: could not check incident %s for channels", incident.pk)
         return
     transaction.on_commit(partial(_route_committed, incident.pk, [str(k) for k in kinds], now))
+
+
+def _has_channels(run) -> bool:
+    """Whether the run's project has an enabled channel, asked once for each Run instance: the incidents one
+    evaluation opens or changes share its run's, so a batch that opens a dozen asks once."""
+    known = run.__dict__.get("_has_enabled_channels")
+    if known is None:
+        known = run.__dict__["_has_enabled_channels"] = Channel.objects.filter(project_id=run.project_id, enabled=True).exists()
+    return known
 
 
 def _route_committed(incident_id, kinds, now):

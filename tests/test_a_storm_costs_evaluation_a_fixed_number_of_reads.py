@@ -1,11 +1,13 @@
-"""A batch that opens many incidents, or fires many alerts, reads the mutes and its incidents' live frames a fixed
-number of times: a query per alert or per incident made a storm cost evaluation more the worse it was."""
+"""A batch that opens many incidents, or fires many alerts, reads the mutes and its incidents' live frames, writes
+its alerts, changes and incidents, and asks for notification channels a fixed number of times: a query per alert
+or per incident made a storm cost evaluation more the worse it was."""
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from alerts import triage
-from alerts.models import Alert, Incident, MuteScope
+from alerts.models import Alert, AlertChange, Incident, IncidentChange, MuteScope
+from notifications.models import Channel
 from opsconsole import live
 from tests.incident_support import healthy, send, starter_project
 
@@ -78,3 +80,46 @@ def test_a_mute_still_covers_the_alerts_a_batch_fires_under_it(sender, project, 
     # Each born muted, then resolved by the clear points after its NaN.
     assert [(a.first_step, list(a.changes.order_by("pk").values_list("kind", flat=True))) for a in later] == [
         (step, ["fired", "muted", "resolved"]) for step in (300, 350, 400)]
+
+
+WRITTEN = ("alerts_alert", "alerts_alertchange", "alerts_incident", "alerts_incidentchange")
+
+
+def writes(sender, run_id, points):
+    """The batch's statements that write alerts, their changes, incidents and theirs, and its checks for a channel."""
+    with CaptureQueriesContext(connection) as queries:
+        send(sender, run_id, points)
+    counts = dict.fromkeys(WRITTEN, 0)
+    channels = 0
+    for query in queries.captured_queries:
+        sql = query["sql"].lstrip()
+        head = sql.split("(")[0] if sql.upper().startswith("INSERT") else sql[:80]
+        if sql.upper().startswith(("INSERT", "UPDATE")):
+            for table in WRITTEN:
+                if f'"{table}"' in head.split(" SET ")[0]:
+                    counts[table] += 1
+        # Whether the project has a channel, asked in the evaluation (routing each incident after it is not this).
+        channels += sql.upper().startswith("SELECT") and 'AS "a" FROM "notifications_channel"' in sql
+    return counts, channels
+
+
+def test_the_alerts_and_incidents_a_batch_fires_are_written_in_a_fixed_number_of_statements(sender, project):
+    starter_project(project)
+    Channel.objects.create(project=project, name="pager", kind="webhook", url="https://pager.example.org/hook")
+    send(sender, "few", healthy(range(0, 150), components=COMPONENTS))
+    send(sender, "many", healthy(range(0, 150), components=COMPONENTS))
+
+    few = writes(sender, "few", nan_losses(150, [200, 250]))
+    many = writes(sender, "many", nan_losses(150, [200, 250, 300, 350, 400, 450, 500, 550]))
+
+    assert many == few, "8 alerts and incidents are written with as many statements as 2"
+    assert few[1] <= 1
+    # What was written: each NaN loss an alert, fired and resolved in the batch, and an incident opened on it.
+    alerts = Alert.objects.filter(run__run_id="many").order_by("pk")
+    assert [(a.first_step, a.state, list(a.changes.order_by("pk").values_list("kind", flat=True))) for a in alerts] == [
+        (step, "resolved", ["fired", "resolved"]) for step in (200, 250, 300, 350, 400, 450, 500, 550)]
+    for alert in alerts:
+        assert alert.incident.origin_id == alert.pk
+        assert list(IncidentChange.objects.filter(incident=alert.incident).values_list("kind", "alert_id")) == [
+            ("opened", alert.pk)]
+    assert AlertChange.objects.filter(alert__run__run_id="many", receipt__isnull=True).count() == 0

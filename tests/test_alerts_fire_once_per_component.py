@@ -92,7 +92,7 @@ def test_an_alert_survives_a_worker_crash_exactly_once(sender, project, monkeypa
     def crash(*args, **kwargs):
         raise SystemExit("worker killed mid-evaluation")
 
-    monkeypatch.setattr(AlertChange.objects, "create", crash)
+    monkeypatch.setattr(AlertChange.objects, "bulk_create", crash)  # after the alert's row is written
     with pytest.raises(SystemExit):
         sender.post({"run": {"id": "crash"}, "points": grad_points(range(0, 2), "layers.2", {1})})
     assert Alert.objects.count() == 0  # the half-done evaluation was rolled back with its transaction

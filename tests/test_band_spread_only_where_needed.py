@@ -91,3 +91,16 @@ def test_a_band_without_its_spread_is_never_wider_than_the_band():
         known = ~np.isnan(exact.centre)
         assert np.array_equal(narrow.centre, exact.centre, equal_nan=True)
         assert (narrow.upper[known] <= exact.upper[known]).all() and (narrow.lower[known] >= exact.lower[known]).all()
+
+
+def test_the_band_at_a_few_points_far_apart_is_the_band_at_every_point_to_the_bit():
+    # A block's exact points (one a rollup bucket) take their windows' own medians instead of moving medians
+    # over the whole block: the same numbers, anchor and trend included.
+    values = troubled_series(3000, seed=5)
+    every = np.arange(len(values))
+    for params in CASES.values():
+        whole = band_at(values, every, params)
+        for few in (np.array([2999]), np.arange(120, 3000, 250), np.array([25, 1500, 2990])):
+            part = band_at(values, few, params)
+            for f in ("centre", "lower", "upper", "sigma", "slope", "last"):
+                assert np.array_equal(getattr(part, f), getattr(whole, f)[few], equal_nan=True), f
