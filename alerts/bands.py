@@ -303,8 +303,9 @@ def _remembered(values, positions, params: BandParams, spread):
     cache = getattr(_memo, "cores", None)
     if cache is None:
         cache = _memo.cores = OrderedDict()
-    key = (values.tobytes(), positions.tobytes(), params.window, params.min_history, params.scale,
-           params.drift_ratio is not None, spread)
+    # Not keyed by drift_ratio: a rule with an anchor and one without (gradient-explosion and vanishing-gradient
+    # on a grad_norm) share the level and spread, and the anchor is added for the first that needs it.
+    key = (values.tobytes(), positions.tobytes(), params.window, params.min_history, params.scale, spread)
     core = cache.get(key)
     if core is None:
         core = cache[key] = _core(values, positions, params, spread)
@@ -312,6 +313,10 @@ def _remembered(values, positions, params: BandParams, spread):
             cache.popitem(last=False)
     else:
         cache.move_to_end(key)
+        if core[3] is None and params.drift_ratio is not None:
+            anchor = _anchor_at(to_log(values) if params.scale == "ratio" else values, positions, params)
+            anchor.flags.writeable = False
+            core = cache[key] = (*core[:3], anchor, core[4])
     return core
 
 
