@@ -112,8 +112,25 @@ class PhaseIndex:
             return next((s for s in self.at_start[step] if s.kind in prefer), span)
         return span
 
+    # A batch's series mostly share their steps, and evaluation asks for each series: the answers for the last
+    # OF_KEPT step arrays are kept, read-only.
+    OF_KEPT = 64
+
     def of(self, steps):
-        """Per step: phase kind, baseline kind, span start, latest reset start (-1 = none)."""
+        """Per step: phase kind, baseline kind, span start, latest reset start (-1 = none); read-only arrays."""
+        steps = np.asarray(steps)
+        key = (steps.dtype.str, steps.tobytes())
+        known = self.__dict__.setdefault("_of", {})
+        if key not in known:
+            if len(known) >= self.OF_KEPT:
+                known.clear()
+            answer = self._of_steps(steps)
+            for array in answer:
+                array.flags.writeable = False
+            known[key] = answer
+        return known[key]
+
+    def _of_steps(self, steps):
         n = len(steps)
         if self.spans:
             index = np.searchsorted(self.starts, steps, side="right") - 1
