@@ -104,6 +104,9 @@ class _ReplayEvaluator(evaluation._Evaluator):
     def batch_blocks(self):
         return self.blocks_by_receipt.get(self.receipt.pk, [])
 
+    def batch_blocks_by_series(self):
+        return None  # only the series the rule selects were read (preload_blocks)
+
     def stored_progress(self, rules):
         return {}
 

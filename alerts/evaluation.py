@@ -10,10 +10,11 @@ import base64
 import json
 import logging
 import math
+import threading
 import warnings
 import zlib
 from bisect import bisect_left, insort
-from collections import Counter, defaultdict, deque
+from collections import Counter, OrderedDict, defaultdict, deque
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -117,6 +118,27 @@ def _selected(scope, metric, component, layer) -> bool:
     return wanted_layer in (None, layer)
 
 
+# The distinct values of the last few read-only arrays of phase kinds (PhaseIndex.of's, which a batch's series
+# share): every rule of every series asks, and listing thousands of objects for a set was ~5% of evaluation.
+DISTINCT_KEPT = 8
+_distinct_memo = threading.local()
+
+
+def _distinct(kinds) -> set:
+    """The set of an object array's values; remembered for a read-only one (nothing changes it afterwards)."""
+    if kinds.flags.writeable:
+        return set(kinds.tolist())
+    memo = getattr(_distinct_memo, "arrays", None)
+    if memo is None:
+        memo = _distinct_memo.arrays = OrderedDict()
+    entry = memo.get(id(kinds))
+    if entry is None or entry[0] is not kinds:  # the array itself is kept: its id is not reused meanwhile
+        entry = memo[id(kinds)] = (kinds, frozenset(kinds.tolist()))
+        if len(memo) > DISTINCT_KEPT:
+            memo.popitem(last=False)
+    return entry[1]
+
+
 def _phase_allowed(rule, kinds):
     phases = rule.scope.get("phases")
     # Set look-ups, not np.isin: on an array of strings that sorts them, for every series and rule.
@@ -125,11 +147,10 @@ def _phase_allowed(rule, kinds):
     # in its thousands of points: each is decided once.
     wanted = set(phases) if phases else DEFAULT_SKIPPED_PHASES
     keep = bool(phases)
-    listed = kinds.tolist()
-    decided = {k: kind_in(k, wanted) == keep for k in set(listed)}
+    decided = {k: kind_in(k, wanted) == keep for k in _distinct(kinds)}
     if len(decided) == 1:  # the usual block: all in one phase
-        return np.full(len(listed), next(iter(decided.values())), dtype=bool)
-    return np.fromiter(map(decided.__getitem__, listed), dtype=bool, count=len(listed))
+        return np.full(len(kinds), next(iter(decided.values())), dtype=bool)
+    return np.fromiter(map(decided.__getitem__, kinds.tolist()), dtype=bool, count=len(kinds))
 
 
 class Flags:
@@ -433,7 +454,9 @@ class _BandJudge:
             if reset[a] != applied_reset and reset[a] >= 0:
                 # A declared new normal (a data refresh, an announced change of config): the baseline starts again.
                 history, pending, tails, applied_reset = {}, {}, {}, int(reset[a])
-            for kind, chosen in self.kinds_in_order(baseline[a:b], steps[a:b], finite[a:b], history, pending):
+            whole = a == 0 and b == len(steps)  # the usual batch: no new normal in it (the array, not a view: _distinct)
+            for kind, chosen in self.kinds_in_order(baseline if whole else baseline[a:b], steps[a:b], finite[a:b],
+                                                    history, pending):
                 chosen = a + chosen
                 empty = (np.array([], dtype=np.int64), np.array([]))
                 if kind not in history and kind not in pending and _phase_allowed(self.rule, np.array([kind], dtype=object))[0]:
@@ -474,8 +497,9 @@ class _BandJudge:
         another kind's open excursion (the fault that lasts across a phase change), so it must see every other
         kind's state as it stood at its first step, whether the points came in one batch or many."""
         present = {}
-        for kind in set(kinds.tolist()):
-            where = np.flatnonzero((kinds == kind) & finite)
+        distinct = _distinct(kinds)
+        for kind in distinct:
+            where = np.flatnonzero(finite if len(distinct) == 1 else (kinds == kind) & finite)
             if len(where):
                 present[kind] = (int(steps[where].min()), where)
         order = sorted(present, key=lambda k: (present[k][0], k))
@@ -1164,6 +1188,7 @@ class _Evaluator:
         self.attempt_starts = {}
         self.run_series = None  # series_named
         self.metric_points = {}  # read_points
+        self.blocks_now, self.unpacked_now = None, {}  # points(): this evaluation's blocks, unpacked (unpacked())
         self.touched = set()  # progress rows this batch changed: only these are written back
         self.band_samples = {}
         self.batch_series = None  # points(): the series this batch brought
@@ -1400,8 +1425,26 @@ class _Evaluator:
         series_of = {s.pk: s for s in self.run_series_list()}
         return [StoredBlock(series_of[series_id], *rest) for series_id, *rest in rows]
 
+    def unpacked(self, block):
+        """The block's (steps, values, times), unpacked once an evaluation."""
+        found = self.unpacked_now.get(id(block))
+        if found is None:
+            found = self.unpacked_now[id(block)] = unpack(block.data)
+        return found
+
+    def batch_blocks_by_series(self):
+        """{series pk: [(attempt, steps, values)]} of every block this evaluation's batches stored, or None when
+        they are not all at hand (a backtest reads only the series its rule selects)."""
+        if self.blocks_now is None:
+            return None
+        out = defaultdict(list)
+        for block in self.blocks_now:
+            steps, values, _ = self.unpacked(block)
+            out[block.series.pk].append((block.attempt, steps, values))
+        return out
+
     def points(self, rules):
-        blocks = self.batch_blocks()
+        blocks = self.blocks_now = self.batch_blocks()
         self.batch_series = {b.series.pk for b in blocks}  # stale_series: who sent something in this batch
         if len(self.batches) > 1:
             # Each batch's steps per attempt, in arrival order (receipt_at).
@@ -1420,7 +1463,7 @@ class _Evaluator:
                 chosen_of[series.pk] = [r for r in rules if self.selects(r, series)]
             if not chosen_of[series.pk]:
                 continue
-            steps, values, times = unpack(block.data)
+            steps, values, times = self.unpacked(block)
             if times is None:  # a block without times: its batch's arrival
                 times = np.full(len(steps), self.batches.by_pk[block.receipt_id].received_at.timestamp())
             # A series' blocks of several batches judged together are judged as one (alerts/batches.py).
@@ -1627,7 +1670,10 @@ class _Evaluator:
             # The batch's span and the step before it: what each series' judging of this batch asks for.
             if self.batches is not None and self.batches.min_step is not None:
                 lo, hi = min(lo, self.batches.min_step - 1), max(hi, self.batches.max_step)
-            self.metric_points = {key: (lo, hi, read_points_of_many(same, lo, hi, stream=False))}  # the latest batch's only
+            # The batches being judged are in memory already: only the blocks of others are read (the one before).
+            known = self.batch_blocks_by_series()
+            besides = None if known is None else (self.batches.ids, {s.pk: known.get(s.pk, []) for s in same})
+            self.metric_points = {key: (lo, hi, read_points_of_many(same, lo, hi, stream=False, besides=besides))}  # the latest batch's only
         start, end, points = self.metric_points[key]
         if lo < start or hi > end or series.pk not in points:
             return read_points(series, lo, hi, stream=False)

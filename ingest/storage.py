@@ -460,16 +460,28 @@ def _rows(queryset, stream):
     return queryset.iterator(chunk_size=2000) if stream else queryset
 
 
-def read_points_of_many(series_list, start=None, end=None, stream=True) -> dict:
-    """read_points for several series in one query: {series id: (steps, values, attempts)}, newest attempt of each step."""
+def read_points_of_many(series_list, start=None, end=None, stream=True, besides=None) -> dict:
+    """read_points for several series in one query: {series id: (steps, values, attempts)}, newest attempt of each step.
+
+    `besides`, (batch ids, {series id: [(attempt, steps, values)]}): those batches' blocks are not read but taken
+    as given, every block they stored of those series (evaluation has its own batches unpacked already)."""
     blocks = _blocks_in(Block.objects.filter(series__in=list(series_list)), start, end)
+    if besides is not None:
+        blocks = blocks.exclude(receipt_id__in=list(besides[0]))
     parts = defaultdict(lambda: ([], [], []))
-    for series_id, attempt, data in _rows(blocks.values_list("series_id", "attempt", "data"), stream):
-        steps, values, _ = unpack(data)
+
+    def add(series_id, attempt, steps, values):
         into = parts[series_id]
         into[0].append(steps)
         into[1].append(values)
         into[2].append(np.full(len(steps), attempt, dtype=np.int64))
+
+    for series_id, attempt, data in _rows(blocks.values_list("series_id", "attempt", "data"), stream):
+        steps, values, _ = unpack(data)
+        add(series_id, attempt, steps, values)
+    for series_id, pieces in (besides[1].items() if besides is not None else ()):
+        for attempt, steps, values in pieces:  # after the stored ones: the newest blocks, as a read lists them
+            add(series_id, attempt, steps, values)
     out = {}
     for s in series_list:
         sid = getattr(s, "pk", s)
