@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
-from django.db import InterfaceError, InternalError, OperationalError, connection, models, transaction
+from django.db import DatabaseError, InterfaceError, InternalError, OperationalError, connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -1248,8 +1248,16 @@ class _Evaluator:
         update_rows(Alert, [(pk, updates) for pk, (_, updates) in self.alert_updates.items()])
         self.alert_updates = {}
         if self.pending_alerts:
-            Alert.objects.bulk_create(self.pending_alerts)
-            self.pending_alerts = []
+            alerts, self.pending_alerts = self.pending_alerts, []
+            try:
+                with transaction.atomic():  # a savepoint: on PostgreSQL a refused INSERT aborts the transaction
+                    Alert.objects.bulk_create(alerts)
+            except DatabaseError:
+                # One at a time, each under its rule: the rule whose alert the database refuses (a row written
+                # meanwhile, a bug) is taken out of the batch, as when each alert was written as it fired.
+                for alert in alerts:
+                    with _blamed(alert.rule), transaction.atomic():
+                        alert.save(force_insert=True)
         if self.pending_changes:
             record_changes(self.pending_changes)
             self.pending_changes = []

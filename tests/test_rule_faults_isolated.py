@@ -167,12 +167,30 @@ def test_a_database_error_inside_one_rule_leaves_the_transaction_usable(sender, 
                                  magnitude_unit="", fired_at=self.now)
 
     monkeypatch.setattr(evaluation._Evaluator, "fire_or_extend", fire_or_extend)
-    receipt = batch(sender, 0, nan_at=30, high_at=(40,))
+    receipt = batch(sender, 0, nan_at=30, high_at=(40, 41))  # refused at its second point
     receipt.refresh_from_db()
     assert receipt.evaluated_at is not None and fired("nonfinite-loss") == [30] and fired("loss-high") == []
     assert "IntegrityError" in RuleFault.objects.get(rule=rules["loss-high"]).error
     with connection.cursor() as cursor:  # and the transaction is still usable
         cursor.execute("SELECT 1")
+
+
+def test_an_alert_the_database_refuses_when_the_batch_is_written_takes_out_its_rule_alone(sender, rules, monkeypatch):
+    """A batch's alerts are written together after its rules: one refused there is still its rule's fault."""
+    original = evaluation._Evaluator.fire_or_extend
+
+    def fire_or_extend(self, rule, *args):
+        original(self, rule, *args)
+        if rule.name == "loss-high" and not Alert.objects.filter(rule=rule).exists():
+            # Written meanwhile by someone else: the open alert the batch's own would be a second of.
+            Alert.objects.create(rule=rule, run=self.run, component="", first_step=0, last_step=0,
+                                 magnitude_unit="", fired_at=self.now)
+
+    monkeypatch.setattr(evaluation._Evaluator, "fire_or_extend", fire_or_extend)
+    receipt = batch(sender, 0, nan_at=30, high_at=range(40, 60))  # still open when the batch is written
+    receipt.refresh_from_db()
+    assert receipt.evaluated_at is not None and fired("nonfinite-loss") == [30] and fired("loss-high") == []
+    assert "IntegrityError" in RuleFault.objects.get(rule=rules["loss-high"]).error
 
 
 def test_a_rule_row_with_a_broken_scope_or_persistence_is_isolated_too(sender, rules):
