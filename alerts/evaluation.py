@@ -121,12 +121,13 @@ def _selected(scope, metric, component, layer) -> bool:
 # The distinct values of the last few read-only arrays of phase kinds (PhaseIndex.of's, which a batch's series
 # share): every rule of every series asks, and listing thousands of objects for a set was ~5% of evaluation.
 DISTINCT_KEPT = 8
+DISTINCT_LONGEST = 250_000  # the arrays kept are an evaluation's (a chart's whole series is asked once)
 _distinct_memo = threading.local()
 
 
 def _distinct(kinds) -> set:
     """The set of an object array's values; remembered for a read-only one (nothing changes it afterwards)."""
-    if kinds.flags.writeable:
+    if kinds.flags.writeable or len(kinds) > DISTINCT_LONGEST:
         return set(kinds.tolist())
     memo = getattr(_distinct_memo, "arrays", None)
     if memo is None:
