@@ -104,7 +104,7 @@ class _ReplayEvaluator(evaluation._Evaluator):
     def batch_blocks(self):
         return self.blocks_by_receipt.get(self.receipt.pk, [])
 
-    def batch_blocks_by_series(self):
+    def batch_blocks_by_series(self, series_pks):
         return None  # only the series the rule selects were read (preload_blocks)
 
     def stored_progress(self, rules):

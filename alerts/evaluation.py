@@ -1441,15 +1441,16 @@ class _Evaluator:
             found = self.unpacked_now[id(block)] = unpack(block.data)
         return found
 
-    def batch_blocks_by_series(self):
-        """{series pk: [(attempt, steps, values)]} of every block this evaluation's batches stored, or None when
-        they are not all at hand (a backtest reads only the series its rule selects)."""
+    def batch_blocks_by_series(self, series_pks):
+        """{series pk: [(attempt, steps, values)]} of every block this evaluation's batches stored of those series,
+        or None when they are not all at hand (a backtest reads only the series its rule selects)."""
         if self.blocks_now is None:
             return None
-        out = defaultdict(list)
+        out = {pk: [] for pk in series_pks}
         for block in self.blocks_now:
-            steps, values, _ = self.unpacked(block)
-            out[block.series.pk].append((block.attempt, steps, values))
+            if block.series.pk in out:
+                steps, values, _ = self.unpacked(block)
+                out[block.series.pk].append((block.attempt, steps, values))
         return out
 
     def points(self, rules):
@@ -1680,8 +1681,8 @@ class _Evaluator:
             if self.batches is not None and self.batches.min_step is not None:
                 lo, hi = min(lo, self.batches.min_step - 1), max(hi, self.batches.max_step)
             # The batches being judged are in memory already: only the blocks of others are read (the one before).
-            known = self.batch_blocks_by_series()
-            besides = None if known is None else (self.batches.ids, {s.pk: known.get(s.pk, []) for s in same})
+            known = self.batch_blocks_by_series([s.pk for s in same])
+            besides = None if known is None else (self.batches.ids, known)
             self.metric_points = {key: (lo, hi, read_points_of_many(same, lo, hi, stream=False, besides=besides))}  # the latest batch's only
         start, end, points = self.metric_points[key]
         if lo < start or hi > end or series.pk not in points:

@@ -316,21 +316,22 @@ def _open_all(run, groups, now, receipt) -> list[Incident]:
                  state=state_of(alerts), opened_at=now, resolved_at=resolved_at_of(alerts))
         for origin, alerts in zip(origins, groups)
     ])
-    claimed = Alert.objects.filter(pk__in=[a.pk for alerts in groups for a in alerts], incident__isnull=True)
     if len(opened) == 1:
-        claimed.update(incident=opened[0])
-    else:
-        claimed.update(incident_id=Case(*[When(pk__in=[a.pk for a in alerts], then=Value(incident.pk))
-                                          for incident, alerts in zip(opened, groups)]))
+        _claim(groups[0], opened[0])
+    else:  # _claim for each, in one UPDATE
+        Alert.objects.filter(pk__in=[a.pk for alerts in groups for a in alerts], incident__isnull=True).update(
+            incident_id=Case(*[When(pk__in=[a.pk for a in alerts], then=Value(incident.pk))
+                               for incident, alerts in zip(opened, groups)]))
+        for incident, alerts in zip(opened, groups):
+            for alert in alerts:
+                alert.incident = incident
     IncidentChange.objects.bulk_create([
         IncidentChange(incident=incident, kind=IncidentChangeKind.OPENED, alert=origin, state=incident.state, at=now,
                        receipt=receipt,
                        note=f"{len(alerts)} alert{'s' if len(alerts) != 1 else ''}; origin {describe_origin(origin)}")
         for incident, origin, alerts in zip(opened, origins, groups)
     ])
-    for incident, alerts in zip(opened, groups):
-        for alert in alerts:
-            alert.incident = incident
+    for incident in opened:
         _publish(incident, [IncidentChangeKind.OPENED], now)
     return opened
 

@@ -72,6 +72,7 @@ class PhaseIndex:
     """Which phase span holds at each step, the kind its baseline continues, and the latest data refresh."""
 
     def __init__(self, run):
+        self.answered = {}  # of(): step array -> its answer
         self.spans = phase_spans(run)
         announced = IdentityChange.objects.filter(run=run, field__in=ANNOUNCED_FIELDS, step__isnull=False)
         self.announced = np.array(sorted(set(announced.values_list("step", flat=True))), dtype=np.int64)
@@ -120,7 +121,7 @@ class PhaseIndex:
         """Per step: phase kind, baseline kind, span start, latest reset start (-1 = none); read-only arrays."""
         steps = np.asarray(steps)
         key = (steps.dtype.str, steps.tobytes())
-        known = self.__dict__.setdefault("_of", {})
+        known = self.answered
         if key not in known:
             if len(known) >= self.OF_KEPT:
                 known.clear()

@@ -40,4 +40,6 @@ def test_a_read_besides_the_batches_at_hand_is_the_databases_read(sender, projec
         for s in series:
             for got, expected in zip(besides[s.pk], plain[s.pk]):
                 assert np.array_equal(got, expected), (lo, hi, s.component)
-        assert plain[series[0].pk][0][0] == lo  # the step before the batches at hand comes from the database
+        assert plain[series[0].pk][0][0] == lo  # every span holds its first step
+    # The first span starts at the step before the batches at hand: that step can only come from the database.
+    assert read_points_of_many(series, 99, 199, stream=False, besides=(at_hand, known))[series[0].pk][0][0] == 99
