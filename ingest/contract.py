@@ -23,8 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import repeat
-from operator import itemgetter
+from operator import attrgetter
+from typing import Annotated, Literal
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -150,7 +152,7 @@ class Event:
 
 
 class PointColumns(Sequence):
-    """A JSON batch's points held as columns, as `common_points` checked them: read as the list of point tuples.
+    """A JSON batch's points held as columns, as `common_batch` checked them: read as the list of point tuples.
 
     steps (int64) and values (float64) are arrays, times a float64 array with NaN where a point
     gave no time (a sent time is never NaN); metrics and components are lists ("" for the run).
@@ -517,81 +519,73 @@ def validate_phase(obj, path, errors, position=0) -> Phase | None:
 
 
 _FLOAT_EXACT_INT = 2**53
-_NONE = type(None)
-_STEP, _METRIC, _VALUE = itemgetter("step"), itemgetter("metric"), itemgetter("value")
+_NONFINITE = Literal["NaN", "Infinity", "-Infinity"]
 
 
-def common_points(points: list) -> PointColumns | None:
-    """A JSON batch's points checked a column at a time, when every one is the common well-formed kind.
+class _CommonPoint(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The common well-formed point, as `fast_point` takes it; msgspec checks it in C while it parses.
 
-    That kind is what `fast_point` takes: an object of step (an integer in range), metric, value
-    (a float, an integer a float holds exactly, or "NaN", "Infinity", "-Infinity") and optionally
-    component and time, nothing else.
-    Checking columns instead of points makes a 5,000-point batch cost a few passes in C. When any
-    point is not of that kind this answers None and the caller checks point by point, so every
-    error is still named by its point.
+    A component sent as "" fails its minimum length, so only a point without one reads as the run's
+    (""); a time sent as null is not a float, so only a point without one reads as NaN. Anything that
+    fails here (a layer, a null, a bare NaN token, a bool, a whole float step) is left to the full path.
     """
-    if not points:
-        return None
+
+    step: Annotated[int, msgspec.Meta(ge=0, le=MAX_STEP)]
+    metric: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    value: float | _NONFINITE
+    component: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] = ""
+    time: Annotated[float, msgspec.Meta(ge=0, le=MAX_TIME)] = math.nan
+
+
+class _CommonBatch(msgspec.Struct, forbid_unknown_fields=True):
+    """A batch whose points are all common; the other members are kept as raw JSON for the usual checks."""
+
+    run: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    batch_id: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    phases: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    events: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    points: list[_CommonPoint] = []
+
+
+_COMMON_BATCH = msgspec.json.Decoder(_CommonBatch)
+_STEP, _METRIC, _VALUE, _COMPONENT, _TIME = (attrgetter(name) for name in ("step", "metric", "value", "component", "time"))
+
+
+def common_batch(body: bytes) -> dict | None:
+    """The batch as the document `loads` gives, its points already checked as PointColumns, when every
+    point is the common well-formed kind; None sends the body down the full path.
+
+    Parsing straight into small structs and reading them a column at a time makes a 5,000-point batch
+    cost a few passes in C, without a dict a point. Whatever this refuses, the full path parses again
+    and checks point by point, so every error is still named by its point, and a sender cannot tell
+    which path took its batch (tests/test_contract_column_path.py).
+    """
     try:
-        # A point that is not an object, or lacks step, metric or value, raises here.
-        steps = list(map(_STEP, points))
-        metrics = list(map(_METRIC, points))
-        values = list(map(_VALUE, points))
-        # A point without a component gets "" here; an explicit null stays None (and is left to the full path).
-        components = list(map(dict.get, points, repeat("component"), repeat("")))
-        times = list(map(dict.get, points, repeat("time")))
-        # Names by their distinct values: nothing JSON holds equals a string but that string (numbers
-        # could hide a bool among equal ints this way, so their types are checked on every point).
-        names = set(metrics)
-        parts = set(components)
-    except (KeyError, TypeError):  # TypeError: not an object, or a name that is an array or an object
+        parsed = _COMMON_BATCH.decode(body)
+        obj = {name: orjson.loads(bytes(raw)) for name in ("run", "batch_id", "phases", "events")
+               if (raw := getattr(parsed, name)) is not msgspec.UNSET}
+    except (msgspec.DecodeError, orjson.JSONDecodeError, RecursionError):  # the full path names what is wrong
         return None
-    if set(map(type, steps)) != {int}:
-        return None
-    if not all(type(m) is str for m in names) or not all(METRIC_RE.fullmatch(m) for m in names):
-        return None
-    value_kinds = set(map(type, values))
-    if not value_kinds <= {float, int, str}:
-        return None
-    if str in value_kinds:  # non-finite values, as the contract spells them
-        if not set(v for v in values if type(v) is str) <= NONFINITE_STRINGS.keys():
-            return None
-        values = [NONFINITE_STRINGS[v] if type(v) is str else v for v in values]
-    if None in parts:
-        return None
-    unnamed = components.count("") if "" in parts else 0
-    parts.discard("")
-    if not all(type(c) is str for c in parts) or not all(COMPONENT_RE.fullmatch(c) for c in parts):
-        return None
-    kinds = set(map(type, times))
-    if not kinds <= {_NONE, float, int}:
-        return None
-    untimed = times.count(None) if _NONE in kinds else 0
-    # Every point holds step, metric and value; component and time where not None: any other key
-    # (layer, an unknown field, a null component or time) makes a point longer than that.
+    points = parsed.points
     n = len(points)
-    if sum(map(len, points)) != 5 * n - unnamed - untimed:
+    if not n:
+        obj["points"] = []
+        return obj
+    metrics = list(map(_METRIC, points))
+    components = list(map(_COMPONENT, points))
+    # Names by their distinct values, each pattern matched once.
+    if not all(METRIC_RE.fullmatch(m) for m in set(metrics)):
         return None
-    try:
-        step_array = np.array(steps, dtype=np.int64)
-        value_array = np.array(values, dtype=np.float64)
-        when = np.array(times, dtype=np.float64)  # None becomes NaN
-    except OverflowError:  # an integer beyond int64 or the float range: out of range anyway
+    parts = set(components)
+    parts.discard("")
+    if not all(COMPONENT_RE.fullmatch(c) for c in parts):
         return None
-    if step_array.min() < 0 or step_array.max() > MAX_STEP:
-        return None
-    # An integer value beyond ±2**53 becomes a float at least that large: only then are the integers looked at.
-    if int in value_kinds and (np.abs(value_array) >= _FLOAT_EXACT_INT).any():
-        exact = [v for v in values if type(v) is int]
-        if min(exact) < -_FLOAT_EXACT_INT or max(exact) > _FLOAT_EXACT_INT:
-            return None
-    sent = when[~np.isnan(when)]
-    # A NaN time (Python's bare token) is not a missing one; ±Infinity fails the range. An integer time
-    # is exact as a float below MAX_TIME, and one above stays above it.
-    if len(sent) != n - untimed or not ((sent >= 0) & (sent <= MAX_TIME)).all():
-        return None
-    return PointColumns(step_array, metrics, components, value_array, when)
+    steps = np.fromiter(map(_STEP, points), np.int64, n)
+    # An integer value is already the float Python's float() makes of it (one beyond the float range failed
+    # the parse); numpy reads the three spellings of the non-finite values as float() does.
+    values = np.fromiter(map(_VALUE, points), np.float64, n)
+    obj["points"] = PointColumns(steps, metrics, components, values, np.fromiter(map(_TIME, points), np.float64, n))
+    return obj
 
 
 def fast_point(obj, names):
@@ -785,14 +779,14 @@ def _check_item_count(count: int, phases: int = 0):
 
 
 def _length(items) -> int:
-    return len(items) if type(items) is list else 0
+    return len(items) if type(items) in (list, PointColumns) else 0
 
 
 def parse_json_batch(body: bytes) -> Batch:
     check_body_size(len(body))
     if not body.strip():
         raise ContractError([{"path": "", "message": "empty body: send a JSON object with at least run.id"}])
-    obj = loads(body)
+    obj = common_batch(body) or loads(body)
     if type(obj) is not dict:
         raise ContractError([{"path": "", "message": f"the body must be a JSON object, got {_describe(obj)}"}])
     points = obj.get("points", [])
@@ -812,19 +806,18 @@ def parse_json_batch(body: bytes) -> Batch:
 
     phases, parsed_points, parsed_events = [], [], []
     for name, items in (("phases", obj.get("phases", [])), ("points", points), ("events", events)):
-        if type(items) is not list:
+        if type(items) not in (list, PointColumns):
             errors.add(name, f"{name} must be an array, got {_describe(items)}")
     if type(obj.get("phases", [])) is list:
         for i, item in enumerate(obj.get("phases", [])):
             phases.append(validate_phase(item, f"phases[{i}]", errors))
-    if type(points) is list:
-        parsed_points = common_points(points)
-        if parsed_points is None:
-            parsed_points = []
-            metric_cache = set()
-            append = parsed_points.append
-            for i, item in enumerate(points):
-                append(fast_point(item, metric_cache) or validate_point(item, f"points[{i}]", errors, metric_cache))
+    if type(points) is PointColumns:
+        parsed_points = points
+    elif type(points) is list:
+        metric_cache = set()
+        append = parsed_points.append
+        for i, item in enumerate(points):
+            append(fast_point(item, metric_cache) or validate_point(item, f"points[{i}]", errors, metric_cache))
     if type(events) is list:
         for i, item in enumerate(events):
             parsed_events.append(validate_event(item, f"events[{i}]", errors))

@@ -2,21 +2,19 @@
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 import numpy as np
-from psycopg import Pipeline
 
 from ingest.contract import Batch, PointColumns, layer_for_metric, phase_kind
 from ingest.models import CATCH_ALL_SUFFIX
 from ingest.models import Attempt, AttemptReason, BatchReceipt, Block, Event, IdentityChange, Phase, Run, Series
 from ingest.rows import Selection
 from ingest.signals import announce_batch_stored, requested_actions
-from ingest.storage import BlockWriter, array_literal, db_float, execute_together, stored_steps
+from ingest.storage import BlockWriter, array_literal, db_float, execute_together, read_together, stored_steps
 from opsconsole import metrics
 
 log = logging.getLogger(__name__)
@@ -61,10 +59,8 @@ def ingest_batch(project, batch: Batch, *, now=None) -> IngestResult:
 
 def _store_batch(project, batch: Batch, now) -> IngestResult:
     with transaction.atomic():
-        run = locked_run(project, batch, now)
         lo, hi = batch.step_range()
         receipt = BatchReceipt(
-            run=run,
             batch_id=batch.batch_id,
             received_at=now,
             queued_at=now,  # handed to evaluation as the transaction commits; queue_evaluation unmarks it if that fails
@@ -74,14 +70,16 @@ def _store_batch(project, batch: Batch, now) -> IngestResult:
             min_step=lo,
             max_step=hi,
         )
-        if not _insert_receipt(receipt):
+        opened = _lock_run(project, batch, now, receipt)
+        run = opened.run
+        if not opened.new:
             seen = BatchReceipt.objects.get(run=run, batch_id=batch.batch_id)
             return IngestResult(run.run_id, seen.points, seen.events, seen.phases, True, seen.id, run.pk)
         arrival_steps = [e.step for e in batch.events] + [ph.step for ph in batch.phases]
         if receipt.min_step is not None:
             arrival_steps.append(receipt.min_step)
         changed = _update_identity(run, batch.run, receipt, min(arrival_steps, default=run.max_step), now)
-        statements = _store_telemetry(run, batch, receipt, now)
+        statements = _store_telemetry(run, batch, receipt, now, opened.series)
         run.last_seen_at = now
         # Only what ingest owns: status and last_step belong to evaluation, which may write them meanwhile.
         if changed:
@@ -93,25 +91,48 @@ def _store_batch(project, batch: Batch, now) -> IngestResult:
     return IngestResult(run.run_id, receipt.points, receipt.events, receipt.phases, False, receipt.id, run.pk)
 
 
-def _insert_receipt(receipt) -> bool:
-    """Insert the receipt unless the run already holds its batch_id (a re-sent batch): False then.
+@dataclass
+class _Opened:
+    run: Run
+    new: bool  # the receipt was inserted: False for a batch_id the run already holds (a re-sent batch)
+    series: list | None  # the run's series, when read with the rest (None: read them when needed)
 
-    One statement is both the idempotency check and the insert; the run's ingest lock
-    makes it race-free.
-    """
+
+def _receipt_insert(receipt, run_by_id=None) -> tuple[str, list]:
+    """The statement inserting the receipt unless the run already holds its batch_id (a re-sent batch),
+    answering its id: one statement is both the idempotency check and the insert, and the run's ingest
+    lock makes it race-free. With `run_by_id` (the run's id as the sender names it) the run is found by
+    the statement itself, which inserts nothing when there is no such run."""
     fields = [f for f in BatchReceipt._meta.concrete_fields if not f.primary_key]
     qn = connection.ops.quote_name
-    sql = (f"INSERT INTO {qn(BatchReceipt._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-           f"VALUES ({', '.join(['%s'] * len(fields))}) "
+    params = [f.get_db_prep_save(getattr(receipt, f.attname), connection) for f in fields if f.attname != "run_id"]
+    columns = ", ".join(qn(f.column) for f in fields)
+    if run_by_id is None:
+        values = f"VALUES ({', '.join(['%s'] * len(fields))})"
+        params.insert([f.attname for f in fields].index("run_id"), receipt.run_id)
+    else:
+        runs = qn(Run._meta.db_table)
+        values = (f"SELECT {', '.join('r.id' if f.attname == 'run_id' else '%s' for f in fields)} FROM {runs} AS r "
+                  "WHERE r.run_id = %s")
+        params.append(run_by_id)
+    sql = (f"INSERT INTO {qn(BatchReceipt._meta.db_table)} ({columns}) {values} "
            "ON CONFLICT (run_id, batch_id) WHERE batch_id IS NOT NULL DO NOTHING RETURNING id")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [f.get_db_prep_save(getattr(receipt, f.attname), connection) for f in fields])
-        row = cursor.fetchone()
+    return sql, params
+
+
+def _receipt_inserted(receipt, row) -> bool:
     if row is None:
         return False
     receipt.pk = row[0]
     receipt._state.adding = False
     return True
+
+
+def _insert_receipt(receipt) -> bool:
+    """Insert the receipt unless the run already holds its batch_id: False then (see _receipt_insert)."""
+    with connection.cursor() as cursor:
+        cursor.execute(*_receipt_insert(receipt))
+        return _receipt_inserted(receipt, cursor.fetchone())
 
 
 # What locked_run reads of a run, by the identity JSON fields it leaves unread.
@@ -127,6 +148,12 @@ def locked_run(project, batch: Batch, now) -> Run:
     while a batch is being stored; SQLite's IMMEDIATE transactions serialize
     all writers anyway.
     """
+    return _lock_run(project, batch, now).run
+
+
+def _lock_run(project, batch: Batch, now, receipt=None) -> _Opened:
+    """locked_run; with a `receipt`, also inserted for the run (see _receipt_insert) and the run's series read,
+    in the same round trip."""
     run_id = batch.run_id
     if run_id.endswith(CATCH_ALL_SUFFIX) and run_id != project.catch_all_run_id:
         # Another project's catch-all (or one of a project not created yet): taking it first would
@@ -135,24 +162,28 @@ def locked_run(project, batch: Batch, now) -> Run:
     # Identity JSON the batch does not send is neither compared nor saved: left unread (config may be 256 KiB).
     unsent = [name for name in ("config", "budget", "tags") if batch.run.get(name) is None]
     selection = _RUNS.get(tuple(unsent)) or _RUNS.setdefault(tuple(unsent), Selection(Run, leave_out=unsent))
-
-    def read_run():
-        # Run.objects.filter(run_id=run_id).defer(*unsent).first(), without building the query (ingest/rows.py).
-        found = selection.fetch(f"{selection.table()}.run_id = %s", [run_id], f"ORDER BY {selection.table()}.id ASC LIMIT 1")
-        return found[0] if found else None
-
-    if connection.vendor == "postgresql":
+    run_table = selection.table()
+    # Run.objects.filter(run_id=run_id).defer(*unsent).first(), without building the query (ingest/rows.py).
+    read_sql = f"SELECT {selection.columns()} FROM {run_table} WHERE {run_table}.run_id = %s ORDER BY {run_table}.id ASC LIMIT 1"
+    statements = [(read_sql, [run_id])]
+    if receipt is not None:
+        # The receipt and the series name the run by its id: a run not created yet inserts no receipt and has no series.
+        statements += [_receipt_insert(receipt, run_by_id=run_id),
+                       (f"SELECT {_SERIES.columns()} FROM {_SERIES.table()} "
+                        f"WHERE {_SERIES.table()}.run_id = (SELECT id FROM {run_table} WHERE run_id = %s)", [run_id])]
+    locked = connection.vendor == "postgresql"
+    if locked:
         # Keyed by the id's hash, so the lock comes before the run's row is even read:
         # concurrent first batches of a new run queue here instead of racing to create it.
-        # The transaction's BEGIN, the lock and the read travel together (psycopg's pipeline mode): one
-        # round trip, and still in order, so the read sees what the lock's last holder committed.
-        connection.ensure_connection()
-        together = connection.connection.pipeline() if Pipeline.is_supported() else nullcontext()  # libpq >= 14
-        with together, connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [run_id])
-            run = read_run()
-    else:
-        run = read_run()
+        # It travels with what follows it, in order, so that sees what the lock's last holder committed.
+        statements.insert(0, ("SELECT pg_advisory_xact_lock(hashtext(%s))", [run_id]))
+    results = read_together(statements)[1 if locked else 0:]
+    found = selection.instances(results[0])
+    run = found[0] if found else None
+    new = series = None
+    if receipt is not None and run is not None:
+        new = _receipt_inserted(receipt, results[1][0] if results[1] else None)
+        series = _SERIES.instances(results[2])
     if run is None:
         try:
             with transaction.atomic():
@@ -162,7 +193,11 @@ def locked_run(project, batch: Batch, now) -> Run:
             run = Run.objects.get(run_id=run_id)  # created meanwhile (SQLite: another process)
     if run.project_id != project.id:
         raise RunOfAnotherProject(run_id)
-    return run
+    if receipt is not None:
+        receipt.run = run
+        if new is None:
+            new = _insert_receipt(receipt)
+    return _Opened(run, new, series)
 
 
 def _run_progress(run: Run):
@@ -293,12 +328,12 @@ def _period(metrics, components, tries=256) -> int | None:
     return k
 
 
-def _store_telemetry(run: Run, batch: Batch, receipt, now) -> list:
-    """Stores the batch's points, phases and events; answers the statements left to send [(sql, params)]:
-    the series' progress and the rollups, which nothing reads before commit."""
+def _store_telemetry(run: Run, batch: Batch, receipt, now, series=None) -> list:
+    """Stores the batch's points, phases and events (`series`: the run's, if already read); answers the
+    statements left to send [(sql, params)]: the series' progress and the rollups, which nothing reads before commit."""
     received_at = now.timestamp()
     attempts = _AttemptTracker(run, now)
-    series_by_key = {(s.metric, s.component): s for s in _series_of(run)}
+    series_by_key = {(s.metric, s.component): s for s in (_series_of(run) if series is None else series)}
     keys, steps, values, times, bounds, repeats, layers = _point_arrays(batch.points) if len(batch.points) else (
         [], None, None, None, [0], False, {})
     new_series = {}

@@ -362,6 +362,29 @@ def _number(value) -> str:
     return str(int(value)) if isinstance(value, (int, np.integer)) else repr(float(value))
 
 
+def _one_string(statements) -> bool:
+    """Whether statements can travel as one string: Django's psycopg cursor binds parameters on the client
+    (unless told otherwise), so PostgreSQL takes several in one simple query; SQLite is in-process anyway."""
+    return connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get("server_side_binding")
+
+
+def read_together(statements) -> list[list[tuple]]:
+    """Statements [(sql, params)], in order and in one round trip on PostgreSQL: each one's rows
+    ([] for a statement that answers none)."""
+    with connection.cursor() as cursor:
+        if not _one_string(statements):
+            answers = []
+            for sql, params in statements:
+                cursor.execute(sql, params)
+                answers.append(cursor.fetchall() if cursor.description else [])
+            return answers
+        cursor.execute("; ".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+        answers = [cursor.fetchall() if cursor.description else []]
+        while cursor.nextset():
+            answers.append(cursor.fetchall() if cursor.description else [])
+        return answers
+
+
 def execute_together(statements):
     """Statements [(sql, params)] whose results nobody reads, in one round trip on PostgreSQL.
 
@@ -371,7 +394,7 @@ def execute_together(statements):
     if not statements:
         return
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get("server_side_binding"):
+        if _one_string(statements):
             cursor.execute("; ".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
         else:
             for sql, params in statements:
