@@ -23,10 +23,10 @@ OWNER = "Bench On-call <oncall@example.org>"  # issue_token --owner: the project
 class Console:
     """A fresh database with the starter pack, and the processes started on it (all stopped by `stop`)."""
 
-    def __init__(self, admin_url: str, db: str, redis_url: str, logdir: Path):
+    def __init__(self, admin_url: str, db: str, redis_url: str, logdir: Path, pace_after_ms: int = 0):
         self.url = bench.db_url(admin_url, db)
         self.redis_url = redis_url
-        self.env = bench.service_env(self.url, redis_url)
+        self.env = bench.service_env(self.url, redis_url, pace_after_ms)
         self.procs = Procs(logdir)
         self.port = None
         bench.recreate_database(admin_url, db)

@@ -27,7 +27,9 @@ Prints the workload, achieved points/s, the ingest response times, the evaluatio
 (evaluated_at - received_at), the latency of every batch's "points" frame and of each alert frame
 (p50/p95/max) and MET/MISSED against the targets: alert latency p95 <= 1 s, evaluation lag p95 <= 2 s.
 --rate far above what the console takes (say 10000000) sends as fast as the web processes answer: the rate
-they take with the workers beside them on the same machine.
+they take with the workers beside them on the same machine. Ingest yields to evaluation as deployed
+(EVALUATION_PACE_AFTER_MS, ingest/pacing.py: a project's answers wait while its oldest unjudged batch is past
+1 s); --pace-after-ms 0 measures the console without that.
 """
 from __future__ import annotations
 
@@ -214,6 +216,8 @@ def main(argv=None):
     p.add_argument("--rate", type=float, default=50_000, help="points/s, all runs together (default 50,000)")
     p.add_argument("--web", type=int, default=2, help="uvicorn --workers (default 2)")
     p.add_argument("--celery", type=int, default=1, help="celery worker processes (-c, default 1)")
+    p.add_argument("--pace-after-ms", type=int, default=1000,
+                   help="the console's EVALUATION_PACE_AFTER_MS (default 1000, as deployed; 0: ingest never waits for evaluation)")
     args = p.parse_args(argv)
     if args.quick:
         args.steps = 2000
@@ -226,10 +230,11 @@ def main(argv=None):
     print(f"Warning Light alert latency: {args.runs} runs x {args.series} series x {args.steps:,} steps, "
           f"{batch_points:,}-point batches (bodies built in {time.perf_counter() - t:.1f}s); target {args.rate:,.0f} "
           f"points/s in all = one batch per run every {interval * 1000:.0f} ms; uvicorn --workers {args.web}, "
-          f"celery -c {args.celery}; {bench.code_version()}\n  {machine()}", flush=True)
+          f"celery -c {args.celery}; ingest paced after {args.pace_after_ms} ms of evaluation lag"
+          f"{' (off)' if not args.pace_after_ms else ''}; {bench.code_version()}\n  {machine()}", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="wl-latency-") as tmp:
-        console = Console(args.admin_url, args.db, args.redis_url, Path(tmp))
+        console = Console(args.admin_url, args.db, args.redis_url, Path(tmp), args.pace_after_ms)
         try:
             console.start_web(args.web)
             console.start_workers(args.celery)

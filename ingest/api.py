@@ -1,4 +1,5 @@
 """Ingest's DRF views: the contract's write endpoints (a batch, an Alertmanager notification)."""
+from django.db import connection
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import permissions
@@ -10,6 +11,7 @@ from ingest.contract import ContractError, check_body_size, error_body, parse_js
 from ingest.alertmanager import parse_webhook, store_alerts
 from ingest import openapi
 from ingest.serializers import IngestResponseSerializer
+from ingest.pacing import evaluation_pace
 from ingest.service import RunOfAnotherProject, ingest_batch
 from opsconsole.schema import errors
 
@@ -71,7 +73,14 @@ class IngestView(APIView):
             return Response(exc.body(), status=exc.status)
         except RunOfAnotherProject:
             return _errors(403, [{"path": "run.id", "message": "this run id belongs to another project; this token may not write to it"}])
-        return Response(result.as_response(), status=200 if result.duplicate else 202)
+        response = Response(result.as_response(), status=200 if result.duplicate else 202)
+        pace = evaluation_pace(request.user.project.pk)
+        if pace:
+            # Held on the event loop (opsconsole/handler.py), after the batch is committed; the database
+            # connection goes back now instead of waiting with the answer.
+            response.hold_seconds = pace
+            connection.close()
+        return response
 
 
 class AlertmanagerView(APIView):

@@ -20,6 +20,7 @@ threaded WSGI server does. A thread still busy when its request ends (a client t
 leaves the view running), or whose request was cut off by an error, is not given back: it is shut down once
 its work is done, as Django would.
 """
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -65,6 +66,14 @@ class OneHopASGIHandler(ASGIHandler):
         super().load_middleware(is_async=False)
         # thread_sensitive: the request's thread, where its connections live.
         self._middleware_chain = sync_to_async(self._middleware_chain, thread_sensitive=True)
+
+    async def send_response(self, response, send):
+        # A response may ask to be held back (ingest yielding to evaluation, ingest/pacing.py): waited here,
+        # on the event loop, where it holds no thread.
+        hold = getattr(response, "hold_seconds", 0)
+        if hold > 0:
+            await asyncio.sleep(hold)
+        await super().send_response(response, send)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":

@@ -243,6 +243,10 @@ EVALUATION_REQUEUE_SECONDS = env_int("EVALUATION_REQUEUE_SECONDS", max(600, 2 * 
 # How soon batches the broker lost or never got are queued after it is back: a light sweep of batches nobody
 # holds (one indexed query and one Redis command), which also finds a Redis that came back empty.
 EVALUATION_RECOVERY_SECONDS = env_int("EVALUATION_RECOVERY_SECONDS", 2, minimum=1)
+# Ingest yields to evaluation (ingest/pacing.py): while a project's oldest batch not yet judged is older than
+# this, its ingest answers are held back by the excess, at most EVALUATION_PACE_MAX_MS each. 0 turns it off.
+EVALUATION_PACE_AFTER_MS = env_int("EVALUATION_PACE_AFTER_MS", 1000, minimum=0)
+EVALUATION_PACE_MAX_MS = env_int("EVALUATION_PACE_MAX_MS", 1000, minimum=0)
 NOTIFY_SWEEP_SECONDS = env_int("NOTIFY_SWEEP_SECONDS", 60, minimum=5)
 # Retention (retention/prune.py) deletes at most this many rows a transaction, each its own short transaction,
 # so a prune or a deleted run holds no lock ingest waits on for long (benchmarks/delete_run.py measures it).
