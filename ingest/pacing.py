@@ -11,7 +11,7 @@ instead of growing. Nothing is refused and nothing is lost: a batch is stored be
 Only the project behind is paced (its own oldest waiting batch), so a quiet project keeps its answers.
 Past PACE_GIVE_UP_SECONDS evaluation is not behind but stopped (no worker running, a batch that keeps
 failing): holding answers would not bring it back and would only slow the senders, so they are not held;
-the backlog shows in the health check and /metrics instead.
+the backlog shows in /metrics instead (warninglight_evaluation_oldest_unevaluated_seconds).
 The wait is spent on the event loop (opsconsole/handler.py), holding no thread and no database connection.
 Each web process asks the database at most every PACE_CHECK_SECONDS a project: one indexed query.
 """

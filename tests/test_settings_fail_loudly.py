@@ -47,6 +47,8 @@ def test_sqlite_database_url_with_an_absolute_path_is_accepted(tmp_path):
         ({"REDIS_URL": "http://localhost:6379"}, "REDIS_URL"),
         ({"RUN_STALLED_SECONDS": "ten"}, "RUN_STALLED_SECONDS"),
         ({"EVALUATION_SWEEP_SECONDS": "1"}, "EVALUATION_SWEEP_SECONDS"),
+        ({"EVALUATION_PACE_AFTER_MS": "a second"}, "EVALUATION_PACE_AFTER_MS"),
+        ({"EVALUATION_PACE_MAX_MS": "-1"}, "EVALUATION_PACE_MAX_MS"),
         ({"EVALUATION_VISIBILITY_TIMEOUT": "an hour"}, "EVALUATION_VISIBILITY_TIMEOUT"),
         ({"LOGIN_FAILURES_PER_USER": "0"}, "LOGIN_FAILURES_PER_USER"),
         ({"DEBUG": "0", "SECRET_KEY": "k", "ALLOWED_HOSTS": "h", "SECURE_HSTS_SECONDS": "a year"}, "SECURE_HSTS_SECONDS"),
