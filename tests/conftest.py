@@ -80,21 +80,24 @@ def _process_state_reset():
     # login and token throttle's counts (the suite logs in from 127.0.0.1 many times, and sends bad tokens),
     # and Celery's "joins will block" flag, which a worker started in this process (start_worker, solo pool)
     # leaves set, so that a later test's result.get() is refused as if it ran inside a task; and the batches
-    # this process evaluated (a flushed database may number its next batches the same).
+    # this process evaluated (a flushed database may number its next batches the same), and what it knows of the
+    # projects' evaluation backlogs (ingest/pacing.py), for the same reason.
     from celery._state import _set_task_join_will_block
 
     from alerts.tasks import BROKER, forget_evaluated
+    from ingest import pacing
     from opsconsole import throttle
 
-    BROKER.reset()
-    throttle.reset()
-    _set_task_join_will_block(False)
-    forget_evaluated()
+    def reset():
+        BROKER.reset()
+        throttle.reset()
+        _set_task_join_will_block(False)
+        forget_evaluated()
+        pacing.forget()
+
+    reset()
     yield
-    BROKER.reset()
-    throttle.reset()
-    _set_task_join_will_block(False)
-    forget_evaluated()
+    reset()
 
 
 @pytest.fixture
