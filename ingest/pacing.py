@@ -8,7 +8,9 @@ waiting batch is past EVALUATION_PACE_AFTER_MS, at most EVALUATION_PACE_MAX_MS: 
 its answers (the client does) slows to what evaluation keeps up with, and the lag stays near the bound
 instead of growing. Nothing is refused and nothing is lost: a batch is stored before its answer waits.
 
-Only the project behind is paced (its own oldest waiting batch), so a quiet project keeps its answers.
+Only a project running ahead is paced: judged by its own oldest waiting batch, and only while it has more
+than one batch waiting. A project whose one batch waits behind another project's flood is not running
+ahead of evaluation, and keeps its answers; the flood's project is held.
 Past PACE_GIVE_UP_SECONDS evaluation is not behind but stopped (no worker running, a batch that keeps
 failing): holding answers would not bring it back and would only slow the senders, so they are not held;
 the backlog shows in /metrics instead (warninglight_evaluation_oldest_unevaluated_seconds).
@@ -33,15 +35,16 @@ _lock = threading.Lock()
 
 
 def _oldest_waiting(project_id: int) -> float | None:
-    """When the project's oldest batch not yet judged was received (Unix seconds), or None."""
+    """When the project's oldest batch not yet judged was received (Unix seconds), or None when it has fewer
+    than two waiting."""
     now = time.monotonic()
     with _lock:
         known = _checked.get(project_id)
     if known is not None and now - known[0] < PACE_CHECK_SECONDS:
         return known[1]
-    oldest = (BatchReceipt.objects.filter(run__project_id=project_id, evaluated_at__isnull=True)
-              .order_by("received_at").values_list("received_at", flat=True).first())
-    found = oldest.timestamp() if oldest is not None else None
+    waiting = list(BatchReceipt.objects.filter(run__project_id=project_id, evaluated_at__isnull=True)
+                   .order_by("received_at").values_list("received_at", flat=True)[:2])
+    found = waiting[0].timestamp() if len(waiting) == 2 else None
     with _lock:
         if len(_checked) > 10_000:  # projects come and go; a process keeps a bounded memory of them
             _checked.clear()

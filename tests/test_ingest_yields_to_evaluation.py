@@ -38,6 +38,10 @@ def _received(seconds_ago):
 @pytest.mark.django_db
 def test_a_project_behind_is_held_by_how_far_it_is_behind(sender, project, other_project, settings):
     assert sender.post(_body("behind", 0)).status_code == 202
+    _received(30)
+    assert pacing.evaluation_pace(project.pk) == 0.0  # one batch waiting: behind others', not running ahead
+    assert sender.post(_body("behind", 5)).status_code == 202
+    _received(0)
     assert pacing.evaluation_pace(project.pk) == 0.0  # just received: evaluation is not behind yet
 
     _received(1.4)
@@ -63,17 +67,28 @@ def test_the_held_answer_comes_after_its_batch_is_stored(sender, token, project,
 
     settings.EVALUATION_PACE_MAX_MS = 600
     assert sender.post(_body("held", 0)).status_code == 202
+    assert sender.post(_body("held", 5)).status_code == 202
     _received(20)
 
     async def post():
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
             started = time.monotonic()
-            answer = await client.post("/api/v1/ingest", content=orjson.dumps(_body("held", 5)),
+            answer = await client.post("/api/v1/ingest", content=orjson.dumps(_body("held", 10)),
                                        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
             return answer, time.monotonic() - started
 
     answer, took = asyncio.run(post())
     assert answer.status_code == 202 and answer.json()["accepted"]["points"] == 5
     assert took >= 0.6
-    assert Block.objects.filter(series__run__run_id="held").count() == 2  # both batches stored, nothing refused
+    assert Block.objects.filter(series__run__run_id="held").count() == 3  # every batch stored, nothing refused
+
+
+@pytest.mark.django_db
+def test_a_project_waiting_behind_another_projects_flood_is_not_held(sender, project, other_project, other_token):
+    for start in range(0, 20, 5):  # the flood
+        assert sender.post(_body("flood", start)).status_code == 202
+    assert sender.post(_body("quiet", 0), token=other_token).status_code == 202
+    _received(5)
+    assert pacing.evaluation_pace(project.pk) == 1.0
+    assert pacing.evaluation_pace(other_project.pk) == 0.0
