@@ -148,3 +148,30 @@ def test_a_sender_cannot_tell_which_path_took_its_batch(monkeypatch):
     monkeypatch.setattr("ingest.contract.common_batch", lambda body: None)
     assert [_outcome(body) for body in bodies] == fast
     assert 50 < sum(kind == "taken" for kind, *_ in fast) < 550  # both outcomes were exercised
+
+
+_P = b'{"step":1,"metric":"loss","value":1.5}'
+
+
+@pytest.mark.parametrize("body", [
+    b'{"run":{"id":"r"},"points":[' + _P + b']} x',  # trailing garbage
+    b'\xef\xbb\xbf{"run":{"id":"r"},"points":[' + _P + b']}',  # a byte-order mark
+    b'{"run":{"id":"r"},"points":[' + _P + b'],"points":[' + _P + b',' + _P + b']}',  # the last "points" counts
+    b'{"run":{"id":"r"},"points":[{"step":1,"metric":"loss","value":NaN}]}',  # Python's bare token
+    b'{"run":{"id":"r","config":{"a":NaN}},"points":[' + _P + b']}',  # ... beside the points
+    b'{"run":{"id":"r"},"batch_id":"b\\ud800","points":[' + _P + b']}',  # a lone surrogate beside them
+    b'{"run":{"id":"r"},"points":[{"step":1,"metric":"lo\\u0000ss","value":1}]}',
+    b'{"run":{"id":"r"},"points":[{"step":1,"metric":"loss","value":1,"time":1e999}]}',
+    b'{"run":{"id":"r"},"points":[{"step":1,"metric":"loss","value":1e-400}]}',  # underflows to 0.0
+    b'{"run":{"id":"r"},"points":[{"step":1,"metric":"loss","value":1,"step":2}]}',
+    b'{"run":{"id":"r"},"points":[]}',
+    b'{"points":[' + _P + b']}',
+    b'{"run":null,"points":[' + _P + b']}',
+    b'{"run":{"id":"r"},"points":[' + _P + b'],"events":[{"step":1}]}',
+    b'{"run":{"id":"r"},"points":[' + _P + b'],}',
+    b'[' + _P + b']',
+])
+def test_an_odd_body_reads_the_same_on_either_path(body, monkeypatch):
+    fast = _outcome(body)
+    monkeypatch.setattr("ingest.contract.common_batch", lambda body: None)
+    assert _outcome(body) == fast
