@@ -386,19 +386,9 @@ def read_together(statements) -> list[list[tuple]]:
 
 
 def execute_together(statements):
-    """Statements [(sql, params)] whose results nobody reads, in one round trip on PostgreSQL.
-
-    Django's psycopg cursor binds parameters on the client, so several statements can travel
-    as one string; SQLite takes them one by one (in-process: no round trips to save).
-    """
-    if not statements:
-        return
-    with connection.cursor() as cursor:
-        if _one_string(statements):
-            cursor.execute("; ".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
-        else:
-            for sql, params in statements:
-                cursor.execute(sql, params)
+    """Statements [(sql, params)] whose results nobody reads, in one round trip on PostgreSQL (read_together)."""
+    if statements:
+        read_together(statements)
 
 
 def recompute_buckets(series, buckets) -> dict[int, Summary]:
