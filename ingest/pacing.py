@@ -19,13 +19,17 @@ Each web process asks the database at most every PACE_CHECK_SECONDS a project: o
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 
 from ingest.models import BatchReceipt
+
+log = logging.getLogger(__name__)
 
 PACE_CHECK_SECONDS = 0.25
 PACE_GIVE_UP_SECONDS = 30.0
@@ -42,8 +46,13 @@ def _oldest_waiting(project_id: int) -> float | None:
         known = _checked.get(project_id)
     if known is not None and now - known[0] < PACE_CHECK_SECONDS:
         return known[1]
-    waiting = list(BatchReceipt.objects.filter(run__project_id=project_id, evaluated_at__isnull=True)
-                   .order_by("received_at").values_list("received_at", flat=True)[:2])
+    try:
+        waiting = list(BatchReceipt.objects.filter(run__project_id=project_id, evaluated_at__isnull=True)
+                       .order_by("received_at").values_list("received_at", flat=True)[:2])
+    except DatabaseError:
+        # Asked after the batch is committed: a database gone meanwhile must not turn its 202 into an error.
+        log.warning("ingest pacing: the evaluation backlog could not be read; the answer is not held", exc_info=True)
+        return None
     found = waiting[0].timestamp() if len(waiting) == 2 else None
     with _lock:
         if len(_checked) > 10_000:  # projects come and go; a process keeps a bounded memory of them

@@ -92,3 +92,17 @@ def test_a_project_waiting_behind_another_projects_flood_is_not_held(sender, pro
     _received(5)
     assert pacing.evaluation_pace(project.pk) == 1.0
     assert pacing.evaluation_pace(other_project.pk) == 0.0
+
+
+@pytest.mark.django_db
+def test_a_backlog_that_cannot_be_read_holds_nothing_and_keeps_the_answer(sender, monkeypatch):
+    from django.db import OperationalError
+
+    def database_gone(*args, **kwargs):
+        raise OperationalError("the server closed the connection")
+
+    assert sender.post(_body("gone", 0)).status_code == 202
+    monkeypatch.setattr(pacing.BatchReceipt.objects, "filter", database_gone)
+    answer = sender.post(_body("gone", 5))
+    assert answer.status_code == 202 and answer.json()["accepted"]["points"] == 5
+    assert not getattr(answer, "hold_seconds", 0)
